@@ -1,0 +1,75 @@
+"""`advglue`: replay the AdvGLUE dev set against the fine-tuned model.
+
+Wang et al., "Adversarial GLUE: A Multi-Task Benchmark for Robustness
+Evaluation of Language Models", NeurIPS 2021 (Datasets and Benchmarks).
+AdvGLUE's examples are fixed, human-validated adversarial texts made against
+BERT-family models, so this "attack" is a static evaluation: accuracy on the
+AdvGLUE dev split of the task (accuracy under attack), the clean accuracy on
+the task's own dev split, and the drop between the two.
+
+Deviations: the official leaderboard scores the hidden AdvGLUE test set; the
+dev set (the only public split) is used here. No perturbation-specific metrics
+(success rate, perturbed words, queries) apply: AdvGLUE examples do not come
+paired with their originals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from robench.attack import AttackContext, AttackRecipe, ExampleResult, textattack_metrics
+from robench.errors import RobenchError
+from robench.registries import ATTACKS
+from robench.tasks import Task, load_advglue, subset, texts_of
+
+
+@dataclass(frozen=True)
+class AdvGlueParams:
+    pass
+
+
+def _check(task: Task, params: AdvGlueParams) -> None:
+    if task.advglue is None:
+        load_advglue(task, None, "local")  # raises the "no AdvGLUE split" error
+
+
+def _attack(ctx: AttackContext, params: AdvGlueParams) -> list[ExampleResult]:
+    adv = subset(load_advglue(ctx.task, ctx.settings.data_dir, ctx.spec.data_source), ctx.spec.eval_size,
+                 ctx.spec.seed)
+    texts, labels = texts_of(adv, ctx.task), list(adv["label"])
+    todo = [i for i in range(len(adv)) if i not in ctx.done]
+    preds = ctx.victim.predict([texts[i] for i in todo])
+    results = []
+    for i, pred in zip(todo, preds):
+        text = " [SEP] ".join(texts[i])
+        result = ExampleResult(
+            index=i, label=int(labels[i]), original_text="", perturbed_text=text, original_prediction=-1,
+            perturbed_prediction=int(pred), status="failed" if pred == labels[i] else "successful",
+            queries=1, num_words=len(text.split()),
+        )
+        ctx.record(result)
+        results.append(result)
+    return results
+
+
+def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, Any]:
+    base = textattack_metrics(results)
+    if base.examples == 0:
+        raise RobenchError("AdvGLUE replay evaluated no examples")
+    adv_accuracy = base.failed / base.examples
+    return {
+        "examples": base.examples, "clean_accuracy": ctx.dev_accuracy, "robust_accuracy": adv_accuracy,
+        "accuracy_drop": ctx.dev_accuracy - adv_accuracy, "attack_success_rate": None,
+        "skipped": None, "failed": base.failed, "successful": base.successful, "errors": base.errors,
+        "avg_perturbed_word_pct": None, "avg_words_per_input": base.avg_words_per_input, "avg_queries": None,
+    }
+
+
+def _resources(params: AdvGlueParams, settings) -> dict[str, Any]:
+    return {"advglue": "AdvGLUE dev (AI-secure/adversarial-glue dev.json)"}
+
+
+ATTACKS.register("advglue")(AttackRecipe(
+    name="advglue", summary="Replay the AdvGLUE dev set (Wang et al., 2021); static adversarial evaluation",
+    attack=_attack, params=AdvGlueParams, check=_check, resources=_resources, summarize=_summarize,
+))

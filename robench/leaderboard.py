@@ -1,0 +1,68 @@
+"""Aggregate run records into a leaderboard: mean ± std over seeds per setting."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from robench.errors import RobenchError
+from robench.results import atomic_write, iter_records
+
+KEYS = ["task", "model", "attack", "backbone", "train_size"]
+METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
+           "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds"]
+PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate"}
+
+
+def records_frame(runs_dir: Path) -> pd.DataFrame:
+    """One row per run record: its setting, seed, metrics and training time."""
+    rows = []
+    for rec in iter_records(runs_dir):
+        row = {k: rec.spec.get(k) for k in KEYS}
+        row.update(seed=rec.spec.get("seed"), run_id=rec.run_id, train_seconds=rec.timings.get("train_seconds"))
+        row.update({k: v for k, v in rec.metrics.items() if not isinstance(v, (dict, list))})
+        rows.append(row)
+    if not rows:
+        raise RobenchError(f"no run records in {runs_dir}; run `robench run` first")
+    frame = pd.DataFrame(rows)
+    frame["train_size"] = frame["train_size"].fillna(-1).astype(int).astype(str).replace("-1", "full")
+    return frame
+
+
+def aggregate(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean and (sample) std over seeds for every setting; `seeds` counts the runs."""
+    metrics = [m for m in METRICS if m in frame.columns]
+    numeric = frame[KEYS + metrics].copy()
+    numeric[metrics] = numeric[metrics].apply(pd.to_numeric, errors="coerce")
+    grouped = numeric.groupby(KEYS, sort=True, dropna=False)
+    table = grouped[metrics].agg(["mean", "std"])
+    table.columns = [f"{m}_{stat}" for m, stat in table.columns]
+    table.insert(0, "seeds", grouped.size())
+    return table.reset_index()
+
+
+def markdown(table: pd.DataFrame) -> str:
+    metrics = [m for m in METRICS if f"{m}_mean" in table.columns]
+    header = KEYS + ["seeds"] + metrics
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, row in table.iterrows():
+        cells = [str(row[k]) for k in KEYS + ["seeds"]]
+        cells += [format_cell(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT) for m in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_cell(mean: float, std: float, percent: bool) -> str:
+    if pd.isna(mean):
+        return "–"
+    scale = 100.0 if percent else 1.0
+    text = f"{mean * scale:.1f}"
+    return text if pd.isna(std) else f"{text} ± {std * scale:.1f}"
+
+
+def write_leaderboard(results_dir: Path) -> tuple[pd.DataFrame, Path, Path]:
+    table = aggregate(records_frame(results_dir / "runs"))
+    csv_path, md_path = results_dir / "leaderboard.csv", results_dir / "leaderboard.md"
+    atomic_write(csv_path, table.to_csv(index=False, float_format="%.6f"))
+    atomic_write(md_path, markdown(table))
+    return table, csv_path, md_path

@@ -1,0 +1,92 @@
+"""Typed, lazy registries with entry-point plugins and "did you mean" errors.
+
+Built-in entries register themselves with a decorator when their package
+(`robench.models`, `robench.attacks`, `robench.tasks`) is imported, which
+happens on the first lookup. Third-party entries come from the entry-point
+group `robench.<kind>` and are imported only when asked for by name.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Callable, Generic, TypeVar
+
+from robench.errors import RobenchError
+
+T = TypeVar("T")
+
+
+@dataclass
+class Entry(Generic[T]):
+    name: str
+    source: str  # "robench" or "plugin <distribution>"
+    obj: T | None = None
+    entry_point: EntryPoint | None = None
+
+    def load(self) -> T:
+        if self.obj is None:
+            assert self.entry_point is not None
+            try:
+                self.obj = self.entry_point.load()
+            except Exception as exc:  # a broken plugin must not take robench down
+                raise RobenchError(f"plugin {self.name!r} ({self.source}) failed to load: {exc}") from exc
+        return self.obj
+
+
+class Registry(Generic[T]):
+    """Name -> object registry for one kind ("models", "attacks", "tasks")."""
+
+    def __init__(self, kind: str, builtin_package: str) -> None:
+        self.kind = kind
+        self.group = f"robench.{kind}"
+        self._builtin_package = builtin_package
+        self._entries: dict[str, Entry[T]] = {}
+        self._discovered = False
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: `@MODELS.register("bert")`."""
+
+        def decorator(obj: T) -> T:
+            if name in self._entries and self._entries[name].obj is not obj:
+                raise RobenchError(f"{self.kind} entry {name!r} is registered twice")
+            self._entries[name] = Entry(name, "robench", obj=obj)
+            return obj
+
+        return decorator
+
+    def _discover(self) -> None:
+        if self._discovered:
+            return
+        self._discovered = True
+        importlib.import_module(self._builtin_package)
+        for ep in entry_points(group=self.group):
+            if ep.name not in self._entries:
+                dist = ep.dist.name if ep.dist is not None else "unknown distribution"
+                self._entries[ep.name] = Entry(ep.name, f"plugin {dist}", entry_point=ep)
+
+    def get(self, name: str) -> T:
+        self._discover()
+        entry = self._entries.get(name)
+        if entry is None:
+            close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise RobenchError(
+                f"unknown {self.kind[:-1]} {name!r}{hint} (known: {', '.join(sorted(self._entries))}; "
+                f"see `robench list`)"
+            )
+        return entry.load()
+
+    def names(self, pattern: str = "*") -> list[str]:
+        self._discover()
+        return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
+
+    def entries(self) -> list[Entry[T]]:
+        self._discover()
+        return [self._entries[n] for n in sorted(self._entries)]
+
+    def __contains__(self, name: str) -> bool:
+        self._discover()
+        return name in self._entries

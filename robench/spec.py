@@ -1,0 +1,56 @@
+"""What a run is (RunSpec), and the content hashes that key its caches."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Fine-tuning hyperparameters shared by every defense."""
+
+    epochs: int = 3
+    lr: float = 5e-5
+    batch_size: int = 32
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 128
+    max_grad_norm: float = 1.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines a run's numbers. Its hash is the run id."""
+
+    task: str = "sst2"
+    model: str = "bert"
+    attack: str = "advglue"
+    backbone: str = "minilm"
+    seed: int = 0
+    train_size: int | None = None  # None: the whole train split
+    eval_size: int | None = None  # None: the whole eval split (or AdvGLUE split)
+    data_source: Literal["local", "hub"] = "local"
+    train: TrainConfig = field(default_factory=TrainConfig)
+    model_params: dict[str, Any] = field(default_factory=dict)
+    attack_params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        d = dict(d)
+        d["train"] = TrainConfig(**d.get("train", {}))
+        return cls(**d)
+
+    @property
+    def run_id(self) -> str:
+        slug = f"{self.task}-{self.model}-{self.attack}-s{self.seed}".replace(":", "_").replace("+", "_")
+        return f"{slug}-{content_hash(self.to_dict())}"
+
+
+def content_hash(obj: Any, length: int = 12) -> str:
+    blob = json.dumps(obj, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]

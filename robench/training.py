@@ -1,0 +1,135 @@
+"""Fine-tuning with dynamic padding, AdamW + linear warmup, per-epoch eval, and a
+content-addressed checkpoint cache (safetensors)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from robench.backbones import Backbone, load_tokenizer, resolve_backbone
+from robench.defense import resolve_model
+from robench.device import autocast
+from robench.progress import progress_bar
+from robench.registries import TASKS
+from robench.settings import Settings
+from robench.spec import RunSpec, content_hash
+from robench.tasks import Task, load_split, subset, texts_of
+from robench.victim import Victim, accuracy
+
+TRAINING_FORMAT = 1  # bump when a change to training would change the weights it produces
+RECORD = "training.json"
+
+
+@dataclass
+class TrainedModel:
+    checkpoint: Path
+    cached: bool  # True when an identical earlier run's checkpoint was reused
+    record: dict[str, Any]  # hyperparameters, per-epoch history, throughput
+
+
+def checkpoint_key(spec: RunSpec, backbone: Backbone, model_params: dict[str, Any]) -> str:
+    """Hash of everything that determines the fine-tuned weights (not the attack)."""
+    return content_hash({
+        "format": TRAINING_FORMAT, "task": spec.task, "model": spec.model, "backbone": backbone.fingerprint,
+        "seed": spec.seed, "train_size": spec.train_size, "data_source": spec.data_source,
+        "train": asdict(spec.train), "model_params": model_params,
+    }, length=16)
+
+
+def fine_tune(spec: RunSpec, settings: Settings, device: torch.device, console: Console | None = None) -> TrainedModel:
+    """Fine-tune `spec.model` on `spec.task`, or reuse the cached checkpoint of an identical run."""
+    task = TASKS.get(spec.task)
+    defense = resolve_model(spec.model)
+    params = defense.resolve_params(spec.model_params)
+    backbone = resolve_backbone(spec.backbone)
+    target = settings.checkpoints_dir / checkpoint_key(spec, backbone, params)
+    if (target / RECORD).is_file():
+        return TrainedModel(target, True, json.loads((target / RECORD).read_text()))
+
+    train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
+    dev = load_split(task, "eval", settings.data_dir, spec.data_source)
+    tokenizer = load_tokenizer(backbone.location)
+    from transformers import set_seed
+
+    set_seed(spec.seed)
+    model = defense.build(backbone.location, task.num_labels, params).to(device)
+    history, seconds = _train_loop(model, tokenizer, task, train, dev, spec, defense.objective(model, params),
+                                   device, console)
+    record = {
+        "model": spec.model, "task": spec.task, "backbone": asdict(backbone), "seed": spec.seed,
+        "train_examples": len(train), "dev_examples": len(dev), "train": asdict(spec.train),
+        "model_params": params, "history": history, "train_seconds": seconds,
+        "train_examples_per_second": len(train) * spec.train.epochs / seconds if seconds else None,
+        "dev_accuracy": history[-1]["dev_accuracy"], "device": str(device),
+    }
+    _save_atomically(model, tokenizer, record, target)
+    return TrainedModel(target, False, record)
+
+
+def _encode(tokenizer, task: Task, ds, max_length: int) -> list[dict[str, Any]]:
+    fields = [list(ds[f]) for f in task.text_fields]
+    enc = tokenizer(*fields, truncation=True, max_length=max_length)
+    return [{**{k: enc[k][i] for k in enc}, "labels": label} for i, label in enumerate(ds["label"])]
+
+
+def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objective, device, console):
+    from transformers import DataCollatorWithPadding, get_linear_schedule_with_warmup
+
+    cfg = spec.train
+    features = _encode(tokenizer, task, train, cfg.max_length)
+    generator = torch.Generator().manual_seed(spec.seed)
+    loader = torch.utils.data.DataLoader(features, batch_size=cfg.batch_size, shuffle=True, generator=generator,
+                                         collate_fn=DataCollatorWithPadding(tokenizer))
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
+         "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
+    total = len(loader) * cfg.epochs
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
+    dev_texts, dev_labels = texts_of(dev, task), list(dev["label"])
+    history, train_seconds = [], 0.0
+    with progress_bar(console) as progress:
+        bar = progress.add_task(f"train {spec.model} on {spec.task}", total=total)
+        for epoch in range(cfg.epochs):
+            model.train()
+            start, loss_sum = time.perf_counter(), 0.0
+            for batch in loader:
+                batch = {k: v.to(device) for k, v in batch.items()}
+                with autocast(device):
+                    loss = objective.step(batch)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                objective.after_optimizer_step()
+                loss_sum += float(loss)
+                progress.update(bar, advance=1, description=f"train {spec.model} epoch {epoch + 1}/{cfg.epochs} "
+                                                              f"loss {float(loss):.3f}")
+            train_seconds += time.perf_counter() - start
+            dev_acc = accuracy(Victim(model, tokenizer, device, max_length=cfg.max_length), dev_texts, dev_labels)
+            history.append({"epoch": epoch + 1, "train_loss": loss_sum / len(loader), "dev_accuracy": dev_acc})
+            if console is not None:
+                console.log(f"epoch {epoch + 1}: train loss {loss_sum / len(loader):.4f}, dev accuracy {dev_acc:.4f}")
+    return history, train_seconds
+
+
+def _save_atomically(model, tokenizer, record: dict[str, Any], target: Path) -> None:
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / RECORD).write_text(json.dumps(record, indent=2, default=str))
+    try:
+        os.replace(tmp, target)
+    except OSError:  # another process finished the same checkpoint first
+        shutil.rmtree(tmp, ignore_errors=True)
