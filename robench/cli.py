@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Sequence
@@ -13,8 +14,15 @@ from robench.errors import RobenchError
 
 ERR = Console(stderr=True)
 
+# Modules that add subcommands: each defines `add_cli(subparsers)` and sets `handler=` on its parsers.
+# Keep their top-level imports light: heavy libraries are imported inside the handlers.
+EXTENSIONS: tuple[str, ...] = (
+    "robench.benchmarks",
+)
 
-def _common(p: argparse.ArgumentParser) -> None:
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    """--data-dir, --data-source, --cache-dir, --results-dir, --device, --quiet."""
     g = p.add_argument_group("locations")
     g.add_argument("--data-dir", help="data directory laid out like shared/data (default: $ROBENCH_DATA_DIR)")
     g.add_argument("--data-source", choices=["local", "hub"], default=None,
@@ -25,7 +33,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def _spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
+def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
+    """The RunSpec flags (model, task, backbone, seeds, sizes, training hyperparameters)."""
     p.add_argument("--model", default="bert", help="registered model, or architecture+objective (e.g. imbert+freelb)")
     if attack:
         p.add_argument("--attack", default="advglue", help="registered attack recipe (default: advglue)")
@@ -43,28 +52,31 @@ def _spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
         p.add_argument("--attack-param", action="append", default=[], metavar="KEY=VALUE",
                        help="attack hyperparameter")
         p.add_argument("--force", action="store_true", help="re-run even if a finished record exists")
-    _common(p)
+    add_common_args(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="robench", description="Adversarial-robustness benchmarking for NLP classifiers.")
     sub = parser.add_subparsers(dest="command", required=True)
-    _spec_args(sub.add_parser("run", help="fine-tune (or reuse), attack, write a run record"), attack=True)
-    _spec_args(sub.add_parser("train", help="fine-tune (or reuse the cached checkpoint) only"), attack=False)
+    add_spec_args(sub.add_parser("run", help="fine-tune (or reuse), attack, write a run record"), attack=True)
+    add_spec_args(sub.add_parser("train", help="fine-tune (or reuse the cached checkpoint) only"), attack=False)
     p = sub.add_parser("list", help="list registered models, attacks and tasks with their source")
     p.add_argument("kind", nargs="?", choices=["models", "attacks", "tasks"])
     p = sub.add_parser("leaderboard", help="aggregate run records into leaderboard CSV and Markdown")
     p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
+    for module in EXTENSIONS:
+        importlib.import_module(module).add_cli(sub)
     return parser
 
 
-def _settings(args):
+def settings_from_args(args):
     from robench.settings import resolve_settings
 
     return resolve_settings(getattr(args, "data_dir", None), getattr(args, "cache_dir", None), args.results_dir)
 
 
-def _specs(args, settings):
+def specs_from_args(args, settings):
+    """One RunSpec per --seed."""
     from robench.params import parse_assignments
     from robench.spec import RunSpec, TrainConfig
 
@@ -83,8 +95,8 @@ def _specs(args, settings):
 def cmd_run(args) -> None:
     from robench.runner import run
 
-    settings, console = _settings(args), None if args.quiet else Console(stderr=True)
-    for spec in _specs(args, settings):
+    settings, console = settings_from_args(args), None if args.quiet else Console(stderr=True)
+    for spec in specs_from_args(args, settings):
         record = run(spec, settings, device=args.device, console=console, force=args.force)
         Console().print(summary_table(record))
         print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
@@ -93,8 +105,8 @@ def cmd_run(args) -> None:
 def cmd_train(args) -> None:
     from robench.runner import train
 
-    settings, console = _settings(args), None if args.quiet else Console(stderr=True)
-    for spec in _specs(args, settings):
+    settings, console = settings_from_args(args), None if args.quiet else Console(stderr=True)
+    for spec in specs_from_args(args, settings):
         trained = train(spec, settings, device=args.device, console=console)
         state = "reused cached checkpoint" if trained.cached else "trained"
         print(f"{state}: {trained.checkpoint} (dev accuracy {trained.record['dev_accuracy']:.4f})")
@@ -144,7 +156,7 @@ def cmd_list(args) -> None:
 def cmd_leaderboard(args) -> None:
     from robench.leaderboard import write_leaderboard
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     table, csv_path, md_path = write_leaderboard(settings.results_dir)
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} rows)")
@@ -160,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
-        COMMANDS[args.command](args)
+        handler = getattr(args, "handler", None) or COMMANDS[args.command]
+        handler(args)
     except RobenchError as exc:
         ERR.print(f"[bold red]robench: error:[/] {exc}", highlight=False, soft_wrap=True)
         return 2

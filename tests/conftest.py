@@ -1,0 +1,80 @@
+"""Shared fixtures: a tiny random BERT backbone, a tiny data dir cut from shared/data, settings."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("ROBENCH_DATA_DIR") or REPO.parent / "shared" / "data").resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "sst2" / "dev.tsv").is_file():
+        pytest.fail(f"shared data not found at {SHARED_DATA}; set ROBENCH_DATA_DIR")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone(tmp_path_factory) -> Path:
+    """A 2-layer, 32-wide randomly initialised BERT with the packaged MiniLM's uncased tokenizer."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from robench.backbones import resolve_backbone
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm").location)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    import torch
+
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _head(src: Path, dst: Path, rows: int) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
+    dst.write_text("".join(lines[: rows + 1]), encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory, shared_data) -> Path:
+    """A data dir laid out like shared/data with a few rows per file (fast unit tests)."""
+    root = tmp_path_factory.mktemp("tiny-data")
+    _head(shared_data / "sst2" / "train.tsv", root / "sst2" / "train.tsv", 96)
+    _head(shared_data / "sst2" / "dev.tsv", root / "sst2" / "dev.tsv", 48)
+    _head(shared_data / "rte" / "train.tsv", root / "rte" / "train.tsv", 48)
+    _head(shared_data / "rte" / "dev.tsv", root / "rte" / "dev.tsv", 24)
+    adv = json.loads((shared_data / "advglue" / "dev.json").read_text())
+    (root / "advglue").mkdir()
+    (root / "advglue" / "dev.json").write_text(json.dumps({"sst2": adv["sst2"][:24], "rte": adv["rte"][:12]}))
+    for part in ("mr", "counterfitted", "nltk_data"):
+        (root / part).symlink_to(shared_data / part)
+    return root
+
+
+@pytest.fixture
+def settings(tmp_path, tiny_data):
+    from robench.settings import resolve_settings
+
+    return resolve_settings(tiny_data, tmp_path / "cache", tmp_path / "results")
+
+
+def tiny_spec(backbone: Path, **overrides):
+    """A RunSpec that trains the tiny backbone for one short epoch."""
+    from robench.spec import RunSpec, TrainConfig
+
+    base = dict(task="sst2", model="bert", attack="advglue", backbone=str(backbone), seed=0,
+                train=TrainConfig(epochs=1, batch_size=16, max_length=32, lr=1e-3))
+    base.update(overrides)
+    return RunSpec(**base)
