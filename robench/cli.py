@@ -18,6 +18,7 @@ ERR = Console(stderr=True)
 # Keep their top-level imports light: heavy libraries are imported inside the handlers.
 EXTENSIONS: tuple[str, ...] = (
     "robench.benchmarks",
+    "robench.analysis",
 )
 
 
