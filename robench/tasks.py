@@ -82,7 +82,9 @@ def _glue_hub(config: str, eval_split: str = "validation") -> Callable[[Split], 
 
 def _sst2_local(root: Path, split: Split):
     ds = _tsv(root / "sst2" / ("train.tsv" if split == "train" else "dev.tsv"), raw_quotes=True)
-    return ds.map(lambda r: {"sentence": (r["sentence"] or "").strip()})
+    if "sentence" not in ds.column_names:
+        return ds  # validate() reports the missing column
+    return ds.map(lambda r: {"sentence": (r["sentence"] or "").strip()})  # GLUE keeps a trailing space
 
 
 def _rte_local(root: Path, split: Split):

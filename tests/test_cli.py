@@ -1,0 +1,76 @@
+"""Bad input: one clear line on stderr, a non-zero exit, never a traceback."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from robench.cli import main
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    return code, " ".join(err.split())
+
+
+@pytest.fixture
+def base(settings, tiny_backbone):
+    return ["--backbone", str(tiny_backbone), "--data-dir", str(settings.data_dir), "--cache-dir",
+            str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--epochs", "1", "--quiet"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "imbret"], "unknown model 'imbret'"),
+    (["--attack", "textfoolr"], "unknown attack 'textfoolr'"),
+    (["--task", "sst3"], "did you mean sst2"),
+    (["--task", "agnews"], "task 'agnews' has no AdvGLUE split"),
+    (["--param", "gamma=2"], "unknown hyperparameter(s) ['gamma']"),
+    (["--epochs", "0"], "--epochs must be positive"),
+])
+def test_bad_names_and_values(capsys, base, args, message):
+    code, err = _run(capsys, "run", *base, *args)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_missing_data_dir(capsys, base, tmp_path):
+    base[base.index("--data-dir") + 1] = str(tmp_path / "nowhere")
+    code, err = _run(capsys, "run", *base)
+    assert code == 2 and "does not exist" in err
+
+
+def test_malformed_data_file(capsys, base, tmp_path):
+    (tmp_path / "sst2").mkdir()
+    (tmp_path / "sst2" / "train.tsv").write_text("sentence\tlabel\ngood\tpositive\n")
+    (tmp_path / "sst2" / "dev.tsv").write_text("sentence\tlabel\nfine\t1\n")
+    (tmp_path / "advglue").mkdir()
+    (tmp_path / "advglue" / "dev.json").write_text('{"sst2": []}')
+    base[base.index("--data-dir") + 1] = str(tmp_path)
+    code, err = _run(capsys, "run", *base)
+    assert code == 2 and "outside the task's label set" in err
+
+
+def test_missing_backbone(capsys, base, tmp_path):
+    base[base.index("--backbone") + 1] = str(tmp_path / "no-such-model")
+    code, err = _run(capsys, "run", *base)
+    assert code == 2 and "does not exist" in err
+
+
+def test_unreachable_hub_backbone(capsys, base):
+    base[base.index("--backbone") + 1] = "no-such-org/no-such-bert"
+    code, err = _run(capsys, "run", *base)
+    assert code == 2 and "could not load backbone" in err
+
+
+def test_real_process_exit_code_and_no_traceback(base):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "robench.cli", "run", *base, "--model", "nope"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    assert "robench: error: unknown model 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_list_shows_sources(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "bert" in out and "advglue" in out and "sst2" in out and "robench" in out

@@ -1,0 +1,73 @@
+"""End-to-end runs on the tiny backbone: records, checkpoint cache, resume, leaderboard."""
+import csv
+import dataclasses
+import json
+
+import pytest
+from conftest import tiny_spec
+
+import robench
+from robench.leaderboard import write_leaderboard
+from robench.results import RunStore
+
+
+def test_run_writes_record_and_csv(settings, tiny_backbone):
+    record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    saved = json.loads((settings.runs_dir / f"{record.run_id}.json").read_text())
+    for key in ("spec", "hyperparameters", "resources", "versions", "git_commit", "metrics", "timings"):
+        assert key in saved
+    assert saved["hyperparameters"]["train"]["lr"] == 1e-3
+    assert saved["resources"]["backbone"]["location"] == str(tiny_backbone)
+    assert saved["versions"]["torch"] and saved["versions"]["transformers"]
+    m = saved["metrics"]
+    assert m["examples"] == 24 and m["accuracy_drop"] == pytest.approx(m["clean_accuracy"] - m["robust_accuracy"])
+    rows = list(csv.DictReader(open(settings.runs_dir / f"{record.run_id}.csv")))
+    assert len(rows) == 24 and {r["status"] for r in rows} <= {"failed", "successful"}
+    assert sum(r["status"] == "failed" for r in rows) / 24 == pytest.approx(m["robust_accuracy"])
+    assert (record.checkpoint.endswith(tuple("0123456789abcdef")))
+    assert list((settings.checkpoints_dir).glob("*/model.safetensors"))
+
+
+def test_identical_run_reuses_checkpoint(settings, tiny_backbone):
+    first = robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
+    again = robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
+    other_attack_same_training = robench.run(tiny_spec(tiny_backbone, eval_size=8), settings, device="cpu")
+    assert not first.cached and again.cached and again.checkpoint == first.checkpoint
+    assert other_attack_same_training.timings["train_cached"] is True
+    different = robench.train(tiny_spec(tiny_backbone, seed=1), settings, device="cpu")
+    assert different.checkpoint != first.checkpoint
+
+
+def test_finished_run_is_not_redone(settings, tiny_backbone):
+    first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    second = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    assert second.created == first.created
+
+
+def test_interrupted_attack_resumes_with_same_numbers(settings, tiny_backbone):
+    spec = tiny_spec(tiny_backbone)
+    full = robench.run(spec, settings, device="cpu")
+    store = RunStore(settings.runs_dir, spec.run_id)
+    rows = list(csv.DictReader(open(store.csv_path)))
+    store.record_path.unlink()
+    store.csv_path.unlink()
+    with open(store.partial_path, "w") as fh:  # an attack stopped after 10 examples, mid-write
+        for row in rows[:10]:
+            typed = {f.name: int(row[f.name]) if f.type == "int" else row[f.name]
+                     for f in dataclasses.fields(robench.attack.ExampleResult)}
+            fh.write(json.dumps(typed) + "\n")
+        fh.write('{"index": 10, "lab')
+    resumed = robench.run(spec, settings, device="cpu")
+    assert resumed.metrics == full.metrics
+    assert resumed.timings["victim_queries"] == 14  # only the unfinished examples were predicted
+    assert not store.partial_path.exists()
+
+
+def test_leaderboard_mean_and_std_over_seeds(settings, tiny_backbone):
+    for seed in (0, 1):
+        robench.run(tiny_spec(tiny_backbone, seed=seed), settings, device="cpu")
+    table, csv_path, md_path = write_leaderboard(settings.results_dir)
+    assert len(table) == 1 and table.loc[0, "seeds"] == 2
+    frame = [json.loads(p.read_text())["metrics"]["robust_accuracy"] for p in settings.runs_dir.glob("*.json")]
+    assert table.loc[0, "robust_accuracy_mean"] == pytest.approx(sum(frame) / 2)
+    assert "±" in md_path.read_text() and csv_path.read_text().startswith("task,model,attack,backbone,train_size")
