@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("kind", nargs="?", choices=["models", "attacks", "tasks"])
     p = sub.add_parser("leaderboard", help="aggregate run records into leaderboard CSV and Markdown")
     p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
+    p.add_argument("--with-analysis", action="store_true", help="add `robench analyze` columns (mean ± std)")
     for module in EXTENSIONS:
         importlib.import_module(module).add_cli(sub)
     return parser
@@ -158,7 +159,7 @@ def cmd_leaderboard(args) -> None:
     from robench.leaderboard import write_leaderboard
 
     settings = settings_from_args(args)
-    table, csv_path, md_path = write_leaderboard(settings.results_dir)
+    table, csv_path, md_path = write_leaderboard(settings.results_dir, analysis=args.with_analysis)
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} rows)")
 

@@ -11,7 +11,14 @@ from robench.results import atomic_write, iter_records
 KEYS = ["task", "model", "attack", "backbone", "train_size"]
 METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
            "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds"]
-PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate"}
+PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
+           "shuffle_flip_rate", "top1_share", "top3_share"}
+# `robench analyze` columns (leaderboard --with-analysis); an analysis does not depend on the attack
+ANALYSIS_KEYS = ["task", "model", "backbone", "train_size"]
+ANALYSIS_METRICS = ["shuffle_flip_rate", "shuffle_gold_prob_abs_change", "top1_share", "top3_share", "gini",
+                    "entropy", "token_cosine", "cls_effective_rank", "cka_mean", "cka_last"]
+DIGITS = {"shuffle_gold_prob_abs_change": 3, "gini": 3, "entropy": 2, "token_cosine": 3, "cka_mean": 3,
+          "cka_last": 3}  # decimals in Markdown (default 1)
 
 
 def records_frame(runs_dir: Path) -> pd.DataFrame:
@@ -42,26 +49,58 @@ def aggregate(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    metrics = [m for m in METRICS if f"{m}_mean" in table.columns]
+    metrics = [m for m in METRICS + ANALYSIS_METRICS if f"{m}_mean" in table.columns]
     header = KEYS + ["seeds"] + metrics
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
         cells = [str(row[k]) for k in KEYS + ["seeds"]]
-        cells += [format_cell(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT) for m in metrics]
+        cells += [format_cell(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def format_cell(mean: float, std: float, percent: bool) -> str:
+def format_cell(mean: float, std: float, percent: bool, digits: int = 1) -> str:
     if pd.isna(mean):
         return "–"
     scale = 100.0 if percent else 1.0
-    text = f"{mean * scale:.1f}"
-    return text if pd.isna(std) else f"{text} ± {std * scale:.1f}"
+    text = f"{mean * scale:.{digits}f}"
+    return text if pd.isna(std) else f"{text} ± {std * scale:.{digits}f}"
 
 
-def write_leaderboard(results_dir: Path) -> tuple[pd.DataFrame, Path, Path]:
+def analysis_frame(results_dir: Path) -> pd.DataFrame:
+    """One row per (setting, seed) from `<results_dir>/analysis/*.json`: the record with the most
+    examples, then the newest, when a setting was analysed more than once."""
+    from robench.analysis import iter_analyses
+
+    rows = []
+    for rec in iter_analyses(results_dir):
+        row = {k: rec.spec.get(k) for k in ANALYSIS_KEYS}
+        row.update(seed=rec.spec.get("seed"), examples=rec.metrics.get("examples"), created=rec.created)
+        row.update({m: rec.metrics.get(m) for m in ANALYSIS_METRICS})
+        rows.append(row)
+    if not rows:
+        raise RobenchError(f"no analysis records in {results_dir / 'analysis'}; run `robench analyze` first")
+    frame = pd.DataFrame(rows)
+    frame["train_size"] = frame["train_size"].fillna(-1).astype(int).astype(str).replace("-1", "full")
+    frame = frame.sort_values(["examples", "created"]).drop_duplicates(ANALYSIS_KEYS + ["seed"], keep="last")
+    return frame
+
+
+def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
+    """`table` (from `aggregate`) plus mean and std over seeds of each analysis metric, and `analysis_seeds`."""
+    numeric = analyses[ANALYSIS_KEYS + ANALYSIS_METRICS].copy()
+    numeric[ANALYSIS_METRICS] = numeric[ANALYSIS_METRICS].apply(pd.to_numeric, errors="coerce")
+    grouped = numeric.groupby(ANALYSIS_KEYS, sort=True, dropna=False)
+    extra = grouped[ANALYSIS_METRICS].agg(["mean", "std"])
+    extra.columns = [f"{m}_{stat}" for m, stat in extra.columns]
+    extra.insert(0, "analysis_seeds", grouped.size())
+    return table.merge(extra.reset_index(), on=ANALYSIS_KEYS, how="left")
+
+
+def write_leaderboard(results_dir: Path, analysis: bool = False) -> tuple[pd.DataFrame, Path, Path]:
     table = aggregate(records_frame(results_dir / "runs"))
+    if analysis:
+        table = with_analysis(table, analysis_frame(results_dir))
     csv_path, md_path = results_dir / "leaderboard.csv", results_dir / "leaderboard.md"
     atomic_write(csv_path, table.to_csv(index=False, float_format="%.6f"))
     atomic_write(md_path, markdown(table))
