@@ -1,0 +1,486 @@
+"""`textattack:<recipe>`: the real TextAttack 0.3.11 recipes against a robench victim.
+
+This backend is the reference for robench's own recipes (parity and speed, see
+`robench bench attack`). Each entry calls `textattack.attack_recipes.<Recipe>.build`
+unchanged, then swaps in robench's offline resources where the recipe would
+download something, and attacks the examples one by one with `Attack.attack`.
+Every model query goes through a `textattack.models.wrappers.ModelWrapper` that
+calls the robench `Victim` (its prediction cache, query counter and budget).
+
+Offline substitutions (each is named in the run record's resources):
+
+* counter-fitted PARAGRAM-SL999 (`WordSwapEmbedding`, `WordEmbeddingDistance`)
+  -> robench's candidate table (`robench.resources.synonym_table`, counter-fitted
+  GloVe by default) as a `textattack.shared.WordEmbedding` with a precomputed
+  `nn_matrix`;
+* Universal Sentence Encoder -> the packaged MiniLM sentence encoder
+  (`robench.resources.sentence_encoder`), threshold mapped by its documented
+  calibration (`threshold_for`), same metric, window and comparison target;
+* `bert-base-uncased` masked LM (BERT-Attack, BAE) -> `robench.resources.masked_lm`;
+* NLTK stopwords, POS tagger and WordNet -> `<data_dir>/nltk_data`.
+
+TextAttack 0.3.11 fails offline in three ways, each handled here:
+
+1. `import textattack` runs `nltk.download(...)` once per install (a post-install
+   hook) and reads NLTK stopwords at import. `_offline_textattack` points NLTK at
+   `<data_dir>/nltk_data`, turns `nltk.download` into a logged no-op for the
+   duration of the import and of recipe builds, keeps TextAttack's marker files in
+   robench's cache dir and restores every environment variable it changes.
+2. `WordEmbedding.nearest_neighbours` without an `nn_matrix` slices the result of
+   `torch.topk` (a (values, indices) tuple) and calls `.tolist()` on the slice:
+   AttributeError. `table_embedding` always supplies the matrix.
+3. A vocabulary entry that is not exactly one TextAttack word breaks the
+   sentence-encoder window: `SentenceEncoder._score_list` takes
+   `next(iter(newly_modified_indices))`, and swapping a word for a pure-punctuation
+   "synonym" (",", "--", "...") deletes it, leaving that set empty: StopIteration.
+   Entries such as "e.g." turn a swap into an insertion. `table_embedding` keeps
+   only words `w` with `words_from_text(w) == [w]`, and neighbours among them.
+
+TextAttack's USE, BERT and embedding downloads are never attempted: the embedding
+is handed to the recipe before it is built, masked-LM transformations get the
+built MLM, and every USE constraint is replaced before the first query.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from robench.attack import AttackContext, AttackRecipe, ExampleResult
+from robench.errors import RobenchError
+from robench.progress import progress_bar
+from robench.registries import ATTACKS
+from robench.settings import Settings
+from robench.tasks import Task, texts_of
+
+log = logging.getLogger(__name__)
+
+TEXTATTACK_VERSION = "0.3.11"
+EMBEDDING_KEY = "textattack_counterfitted_GLOVE_embedding"  # TextAttack's shared-embedding slot
+
+
+@dataclass(frozen=True)
+class TextAttackSpec:
+    """One TextAttack recipe and the offline resources its build needs."""
+
+    name: str  # registered as textattack:<name>
+    recipe: str  # class in textattack.attack_recipes
+    paper: str
+    needs: frozenset[str]  # of: embedding, encoder, pos, mlm, wordnet
+
+
+@dataclass(frozen=True)
+class TextAttackParams:
+    """Knobs on top of the unchanged recipe; None keeps the recipe's own value."""
+
+    candidates: str = "glove-cf"  # robench synonym_table source for embedding-based swaps
+    query_budget: int | None = None  # per example; TextAttack stops the search when it is spent
+    max_candidates: int | None = None  # K of WordSwapEmbedding / WordSwapMaskedLM
+    min_cos_sim: float | None = None  # WordEmbeddingDistance(min_cos_sim)
+    sim_threshold: float | None = None  # USE threshold on the paper's (USE) scale, mapped to MiniLM
+
+    def __post_init__(self) -> None:
+        if self.query_budget is not None and self.query_budget <= 0:
+            raise ValueError(f"query_budget must be positive, got {self.query_budget}")
+        if self.max_candidates is not None and self.max_candidates <= 0:
+            raise ValueError(f"max_candidates must be positive, got {self.max_candidates}")
+
+
+# --------------------------------------------------------------------------- offline import
+
+
+def nltk_dir(settings: Settings) -> Path:
+    path = settings.require_data_dir() / "nltk_data"
+    if not path.is_dir():
+        raise RobenchError(f"TextAttack needs NLTK data at {path} (stopwords, tagger, WordNet); "
+                           "point --data-dir at a folder laid out like shared/data")
+    return path
+
+
+@contextlib.contextmanager
+def offline_nltk(settings: Settings) -> Iterator[list[str]]:
+    """NLTK reads `<data_dir>/nltk_data`; `nltk.download` is a no-op that records what was asked."""
+    import nltk
+
+    path = str(nltk_dir(settings))
+    if path not in nltk.data.path:
+        nltk.data.path.insert(0, path)
+    skipped: list[str] = []
+
+    def no_download(info_or_id: Any = None, *args: Any, **kwargs: Any) -> bool:
+        skipped.append(str(info_or_id))
+        log.info("skipped nltk.download(%r): robench is offline; NLTK data comes from %s", info_or_id, path)
+        return False
+
+    original = nltk.download
+    nltk.download = no_download
+    try:
+        yield skipped
+    finally:
+        nltk.download = original
+
+
+def load_textattack(settings: Settings):
+    """Import textattack without network (failure 1). Imported only when a recipe runs."""
+    import sys
+
+    if "textattack" in sys.modules:
+        with offline_nltk(settings):  # still point NLTK at the data dir
+            return sys.modules["textattack"]
+    saved = dict(os.environ)
+    os.environ["TA_CACHE_DIR"] = str(settings.cache_dir / "textattack")  # post-install marker lives here
+    try:
+        with offline_nltk(settings):
+            import textattack
+    except LookupError as exc:
+        raise RobenchError(f"TextAttack could not find NLTK data under {nltk_dir(settings)}: "
+                           f"{str(exc).strip().splitlines()[0]}") from exc
+    finally:
+        os.environ.clear()  # TextAttack's cache setup rewrites HF_HOME, XDG_CACHE_HOME, TOKENIZERS_PARALLELISM
+        os.environ.update(saved)
+    return textattack
+
+
+# --------------------------------------------------------------------------- resources as TextAttack objects
+
+
+@functools.cache
+def _classes():
+    """TextAttack subclasses, defined on first use so that textattack stays a lazy import."""
+    import torch
+    from textattack.constraints.semantics.sentence_encoders import SentenceEncoder
+    from textattack.models.wrappers import ModelWrapper
+    from textattack.shared import WordEmbedding
+
+    class VictimModelWrapper(ModelWrapper):
+        """TextAttack's view of a robench Victim: inputs are str (one field) or tuples of str."""
+
+        def __init__(self, victim) -> None:
+            self.victim = victim
+            self.model = victim.model  # read by TextAttack's goal-function validator
+            self.tokenizer = victim.tokenizer
+            self.counter = None  # the current example's robench QueryCounter
+
+        def __call__(self, text_input_list, **kwargs):
+            inputs = [x if isinstance(x, tuple) else (x,) for x in text_input_list]
+            if self.counter is None:
+                return self.victim.predict_proba(inputs)
+            return self.victim.predict_proba(inputs, self.counter)
+
+    class TableEmbedding(WordEmbedding):
+        """WordEmbedding whose nn_matrix rows are [self, neighbours..., -1 padding]."""
+
+        def nearest_neighbours(self, index, topn):
+            return [int(i) for i in super().nearest_neighbours(index, topn) if i >= 0]
+
+    class MiniLMSentenceEncoder(SentenceEncoder):
+        """robench's sentence encoder in place of a TextAttack sentence-encoder constraint."""
+
+        def __init__(self, encoder, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self.encoder = encoder
+            self.model = self  # SentenceEncoder._sim_score calls self.model.encode
+
+        def encode(self, sentences):
+            return torch.as_tensor(np.asarray(self.encoder.embed(list(sentences)), dtype=np.float32))
+
+        def extra_repr_keys(self):
+            return ["encoder_name"] + super().extra_repr_keys()
+
+        @property
+        def encoder_name(self) -> str:
+            return str(getattr(self.encoder, "info", {}).get("name", "minilm"))
+
+    return VictimModelWrapper, TableEmbedding, MiniLMSentenceEncoder
+
+
+def table_embedding(words: list[str], vectors: np.ndarray, nn: np.ndarray):
+    """A TextAttack WordEmbedding over robench's candidate table (failures 2 and 3).
+
+    Keeps only words that TextAttack tokenises as exactly themselves; neighbour
+    lists keep their order, lose the dropped words, and start with the word itself
+    (TextAttack's nn_matrix convention: column 0 is skipped).
+    """
+    from textattack.shared.utils import words_from_text
+
+    _, TableEmbedding, _ = _classes()
+    keep = np.array([words_from_text(w) == [w] for w in words], dtype=bool)
+    new_id = np.full(len(words), -1, dtype=np.int64)
+    new_id[keep] = np.arange(int(keep.sum()))
+    old_rows = np.flatnonzero(keep)
+    nn = np.asarray(nn, dtype=np.int64)
+    mapped = np.where(nn >= 0, new_id[np.clip(nn, 0, None)], -1)[old_rows]
+    matrix = np.full((len(old_rows), nn.shape[1] + 1), -1, dtype=np.int64)
+    matrix[:, 0] = np.arange(len(old_rows))
+    for row, ids in enumerate(mapped):
+        ids = ids[ids >= 0]
+        matrix[row, 1:1 + len(ids)] = ids
+    kept_words = [words[i] for i in old_rows]
+    word2index = {w: i for i, w in enumerate(kept_words)}
+    return TableEmbedding(np.asarray(vectors, dtype=np.float32)[old_rows], word2index, dict(enumerate(kept_words)),
+                          nn_matrix=matrix)
+
+
+# --------------------------------------------------------------------------- build
+
+
+@dataclass
+class Built:
+    attack: Any  # textattack.Attack
+    wrapper: Any
+    substitutions: list[str] = field(default_factory=list)
+
+
+def build_attack(spec: TextAttackSpec, victim, params: TextAttackParams, settings: Settings) -> Built:
+    """`<Recipe>.build(wrapper)` with robench's offline resources, then the adjustments."""
+    textattack = load_textattack(settings)
+    from textattack.shared import utils as ta_utils
+
+    wrapper_cls, _, _ = _classes()
+    wrapper = wrapper_cls(victim)
+    recipe = getattr(textattack.attack_recipes, spec.recipe)
+    built = Built(attack=None, wrapper=wrapper)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(offline_nltk(settings))
+        if "embedding" in spec.needs:
+            stack.enter_context(_shared_embedding(ta_utils.GLOBAL_OBJECTS, _embedding(settings, params)))
+        if "mlm" in spec.needs:
+            stack.enter_context(_offline_masked_lm(recipe, settings, victim.device))
+        try:
+            attack = recipe.build(wrapper)
+        except LookupError as exc:
+            raise RobenchError(f"textattack:{spec.name} needs NLTK data missing from {nltk_dir(settings)}: "
+                               f"{str(exc).strip().splitlines()[0]}") from exc
+    built.attack = _adjust(attack, params, settings, victim.device)
+    return built
+
+
+def _embedding(settings: Settings, params: TextAttackParams):
+    from robench.resources import synonym_table
+
+    table = synonym_table(settings, params.candidates)
+    return table_embedding(list(table.words), table.vectors, table.nn)
+
+
+@contextlib.contextmanager
+def _shared_embedding(slots: dict, embedding) -> Iterator[None]:
+    """Hand `embedding` to every component that would load TextAttack's counter-fitted PARAGRAM."""
+    previous = slots.get(EMBEDDING_KEY)
+    slots[EMBEDDING_KEY] = embedding
+    try:
+        yield
+    finally:
+        if previous is None:
+            slots.pop(EMBEDDING_KEY, None)
+        else:
+            slots[EMBEDDING_KEY] = previous
+
+
+@contextlib.contextmanager
+def _offline_masked_lm(recipe, settings: Settings, device) -> Iterator[None]:
+    """The recipe's `WordSwapMaskedLM(...)` gets robench's MLM instead of downloading bert-base-uncased."""
+    import importlib
+
+    from robench.resources import masked_lm
+
+    mlm = masked_lm(settings, device)
+    module = importlib.import_module(recipe.__module__)
+    original = module.WordSwapMaskedLM
+    module.WordSwapMaskedLM = functools.partial(original, masked_language_model=mlm.model, tokenizer=mlm.tokenizer)
+    try:
+        yield
+    finally:
+        module.WordSwapMaskedLM = original
+
+
+def _adjust(attack, params: TextAttackParams, settings: Settings, device):
+    """Replace USE constraints, apply parameter overrides, and rebuild the Attack."""
+    import textattack
+    from textattack.constraints.semantics import WordEmbeddingDistance
+    from textattack.constraints.semantics.sentence_encoders import SentenceEncoder, UniversalSentenceEncoder
+    from textattack.transformations import CompositeTransformation, WordSwapEmbedding, WordSwapMaskedLM
+
+    constraints = []
+    for c in attack.pre_transformation_constraints + attack.constraints:
+        if isinstance(c, UniversalSentenceEncoder):
+            c = _minilm_constraint(c, params, settings, device)
+        elif isinstance(c, SentenceEncoder):
+            raise RobenchError(f"{type(c).__name__} needs a download; no offline substitute is wired up")
+        elif isinstance(c, WordEmbeddingDistance) and params.min_cos_sim is not None:
+            if c.min_cos_sim is None:
+                raise RobenchError("min_cos_sim applies only to recipes that bound the embedding cosine")
+            c.min_cos_sim = params.min_cos_sim
+        constraints.append(c)
+    transformation = attack.transformation
+    parts = transformation.transformations if isinstance(transformation, CompositeTransformation) else [transformation]
+    if params.max_candidates is not None:
+        swaps = [t for t in parts if isinstance(t, (WordSwapEmbedding, WordSwapMaskedLM))]
+        if not swaps:
+            raise RobenchError("max_candidates applies only to recipes with embedding or masked-LM word swaps")
+        for t in swaps:
+            t.max_candidates = params.max_candidates
+    goal = attack.goal_function
+    if params.query_budget is not None:
+        goal.query_budget = params.query_budget
+    return type(attack)(goal, constraints, transformation, attack.search_method)
+
+
+def _minilm_constraint(use, params: TextAttackParams, settings: Settings, device):
+    from robench.resources import sentence_encoder
+
+    _, _, encoder_cls = _classes()
+    encoder = sentence_encoder(settings, device)
+    paper = params.sim_threshold if params.sim_threshold is not None else use.threshold
+    window = None if use.window_size == float("inf") else use.window_size
+    return encoder_cls(encoder, threshold=encoder.threshold_for(paper, use.metric), metric=use.metric,
+                       compare_against_original=use.compare_against_original, window_size=window,
+                       skip_text_shorter_than_window=use.skip_text_shorter_than_window)
+
+
+# --------------------------------------------------------------------------- attack and result mapping
+
+
+def to_example_result(index: int, label: int, result) -> ExampleResult:
+    """Map a TextAttack AttackResult onto robench's ExampleResult.
+
+    Skipped/Failed/Successful map by name. A MaximizedAttackResult (goal functions
+    with no success criterion, e.g. input reduction) counts as successful when the
+    final prediction differs from the gold label, else as failed.
+    """
+    from textattack.attack_results import (FailedAttackResult, MaximizedAttackResult, SkippedAttackResult,
+                                           SuccessfulAttackResult)
+
+    original, perturbed = result.original_result, result.perturbed_result
+    if isinstance(result, SkippedAttackResult):
+        status = "skipped"
+    elif isinstance(result, SuccessfulAttackResult):
+        status = "successful"
+    elif isinstance(result, FailedAttackResult):
+        status = "failed"
+    elif isinstance(result, MaximizedAttackResult):
+        status = "successful" if int(perturbed.output) != label else "failed"
+    else:
+        raise TypeError(f"unknown TextAttack result type {type(result).__name__}")
+    before, after = original.attacked_text, perturbed.attacked_text
+    return ExampleResult(
+        index=index, label=label, original_text=_joined(before), perturbed_text=_joined(after),
+        original_prediction=int(original.output), perturbed_prediction=int(perturbed.output), status=status,
+        queries=int(result.num_queries), num_words=len(before.words),
+        words_perturbed=0 if status == "skipped" else len(before.all_words_diff(after)),
+    )
+
+
+def _joined(attacked_text) -> str:
+    return " [SEP] ".join(attacked_text._text_input.values())
+
+
+def _attack(spec: TextAttackSpec, ctx: AttackContext, params: TextAttackParams) -> list[ExampleResult]:
+    from robench.victim import QueryBudgetExceeded, QueryCounter
+
+    todo = [i for i in range(len(ctx.eval_data)) if i not in ctx.done]
+    if not todo:
+        return []
+    built = build_attack(spec, ctx.victim, params, ctx.settings)  # imports textattack offline
+    from textattack.shared.utils import set_seed
+    texts, labels = texts_of(ctx.eval_data, ctx.task), [int(y) for y in ctx.eval_data["label"]]
+    results = []
+    with progress_bar(ctx.console) as bar:
+        task_id = bar.add_task(f"textattack:{spec.name}", total=len(todo))
+        for i in todo:
+            set_seed(ctx.spec.seed * 1_000_003 + i)  # per example: resumed runs draw the same numbers
+            built.wrapper.counter = QueryCounter(params.query_budget)
+            example = OrderedDict(zip(ctx.task.text_fields, texts[i]))
+            try:
+                result = to_example_result(i, labels[i], built.attack.attack(example, labels[i]))
+            except QueryBudgetExceeded as exc:  # backstop: TextAttack's own budget stops first
+                result = _error_result(i, labels[i], texts[i], "failed", exc, built.wrapper.counter.used)
+            except Exception as exc:  # noqa: BLE001 - one bad example must not stop the run
+                log.warning("textattack:%s failed on example %d: %s", spec.name, i, exc)
+                result = _error_result(i, labels[i], texts[i], "error", exc, built.wrapper.counter.used)
+            ctx.record(result)
+            results.append(result)
+            bar.advance(task_id)
+    return results
+
+
+def _error_result(index: int, label: int, text: tuple[str, ...], status: str, exc: BaseException,
+                  queries: int) -> ExampleResult:
+    joined = " [SEP] ".join(text)
+    return ExampleResult(index=index, label=label, original_text=joined, perturbed_text=joined,
+                         original_prediction=-1, perturbed_prediction=-1, status=status, queries=queries,
+                         num_words=len(joined.split()), error=f"{type(exc).__name__}: {exc}")
+
+
+def _check(spec: TextAttackSpec, task: Task, params: TextAttackParams) -> None:
+    if "embedding" in spec.needs and params.candidates not in _candidate_sources():
+        raise RobenchError(f"unknown candidate source {params.candidates!r} "
+                           f"(known: {', '.join(_candidate_sources())})")
+
+
+def _candidate_sources() -> tuple[str, ...]:
+    from robench import resources
+
+    return tuple(getattr(resources, "CANDIDATE_SOURCES", ("glove-cf", "counterfitted-lists")))
+
+
+def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Settings) -> dict[str, Any]:
+    """Every resource the recipe used, with the substitutes for TextAttack's downloads."""
+    import torch
+
+    out: dict[str, Any] = {"backend": f"textattack {TEXTATTACK_VERSION}, {spec.recipe}.build(), queries through "
+                                      "the robench victim"}
+    device = torch.device("cpu")
+    if "embedding" in spec.needs:
+        from robench.resources import synonym_table
+
+        out["synonyms"] = {"substitutes": "counter-fitted PARAGRAM-SL999 (TextAttack paragramcf)",
+                           "used": synonym_table(settings, params.candidates).info,
+                           "vocabulary": "words TextAttack tokenises as one word (words_from_text(w) == [w])"}
+    if "encoder" in spec.needs:
+        from robench.resources import sentence_encoder
+
+        out["sentence_encoder"] = {"substitutes": "Universal Sentence Encoder (TF Hub)",
+                                   "used": sentence_encoder(settings, device).info,
+                                   "threshold": "mapped with threshold_for(paper threshold, metric)"}
+    if "mlm" in spec.needs:
+        from robench.resources import masked_lm
+
+        out["masked_lm"] = {"substitutes": "bert-base-uncased", "used": masked_lm(settings, device).info}
+    nltk_parts = ["stopwords"] + [p for p, need in (("averaged perceptron POS tagger, universal tagset", "pos"),
+                                                    ("WordNet 3.0", "wordnet")) if need in spec.needs]
+    out["nltk"] = {"data": str(nltk_dir(settings)), "used": nltk_parts, "downloads": "disabled"}
+    return out
+
+
+SPECS: tuple[TextAttackSpec, ...] = (
+    TextAttackSpec("textfooler", "TextFoolerJin2019", "Jin et al., AAAI 2020",
+                   frozenset({"embedding", "encoder", "pos"})),
+    TextAttackSpec("bert-attack", "BERTAttackLi2020", "Li et al., EMNLP 2020", frozenset({"mlm", "encoder"})),
+    TextAttackSpec("bae", "BAEGarg2019", "Garg and Ramakrishnan, EMNLP 2020", frozenset({"mlm", "encoder", "pos"})),
+    TextAttackSpec("pwws", "PWWSRen2019", "Ren et al., ACL 2019", frozenset({"wordnet"})),
+    TextAttackSpec("textbugger", "TextBuggerLi2018", "Li et al., NDSS 2019", frozenset({"embedding", "encoder"})),
+    TextAttackSpec("deepwordbug", "DeepWordBugGao2018", "Gao et al., IEEE S&P Workshops 2018", frozenset()),
+    TextAttackSpec("pruthi", "Pruthi2019", "Pruthi et al., ACL 2019", frozenset()),
+    TextAttackSpec("iga", "IGAWang2019", "Wang et al., 2019 (arXiv 1909.06723)", frozenset({"embedding"})),
+    TextAttackSpec("input-reduction", "InputReductionFeng2018", "Feng et al., EMNLP 2018", frozenset()),
+)
+
+
+def _entry(spec: TextAttackSpec) -> AttackRecipe:
+    return AttackRecipe(
+        name=f"textattack:{spec.name}",
+        summary=f"TextAttack {TEXTATTACK_VERSION} {spec.recipe} ({spec.paper}) on offline resources; reference backend",
+        attack=functools.partial(_attack, spec), params=TextAttackParams, check=functools.partial(_check, spec),
+        resources=functools.partial(_resources, spec),
+    )
+
+
+for _spec in SPECS:
+    ATTACKS.register(f"textattack:{_spec.name}")(_entry(_spec))
