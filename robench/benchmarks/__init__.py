@@ -10,6 +10,7 @@ import importlib
 
 BENCHMARKS: dict[str, str] = {
     "train": "robench.benchmarks.train",
+    "analysis": "robench.benchmarks.analysis",
 }
 
 
