@@ -1,12 +1,20 @@
 """The model under attack: batched, cached, counted prediction.
 
-Every model evaluation an attack makes goes through `Victim.predict_proba`, so
-the query count and budget are enforced in one place (as OpenAttack does).
-Uncached inputs are sorted by length and batched with dynamic padding; the
-forward pass runs under `torch.inference_mode` and, on CUDA, bf16 autocast.
+Every model evaluation an attack makes goes through `Victim.predict_many` (or
+its one-request form `predict_proba`), so query counting and the query budget
+are enforced in one place, at the victim boundary (as OpenAttack does).
+
+* Uncached inputs are sorted by length and batched with dynamic padding (to the
+  longest input of each batch, never to the model's maximum length).
+* Predictions are cached by text: asking twice costs one forward pass.
+* Each attacked example carries a `QueryCounter`. Every text it asks about is
+  one query, cached or not (TextAttack's count). A request that would take the
+  counter past its budget raises `QueryBudgetExceeded` and is not evaluated.
+* The forward pass runs under `torch.inference_mode` and, on CUDA, bf16 autocast.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -18,6 +26,31 @@ from robench.device import autocast
 Text = tuple[str, ...]  # one string per task text field
 
 
+class QueryBudgetExceeded(Exception):
+    """An attack asked for more model queries than its per-example budget allows.
+
+    Not a `RobenchError`: the attack engine catches it and records the example
+    as a failed attack (TextAttack's convention for an exhausted query budget).
+    """
+
+    def __init__(self, used: int, requested: int, budget: int) -> None:
+        super().__init__(f"query budget of {budget} exhausted ({used} used, {requested} more requested)")
+        self.used, self.requested, self.budget = used, requested, budget
+
+
+@dataclass
+class QueryCounter:
+    """Queries made for one attacked example, and its budget (None: unlimited)."""
+
+    budget: int | None = None
+    used: int = 0
+
+    def charge(self, n: int) -> None:
+        if self.budget is not None and self.used + n > self.budget:
+            raise QueryBudgetExceeded(self.used, n, self.budget)
+        self.used += n
+
+
 class Victim:
     def __init__(self, model, tokenizer, device: torch.device, *, batch_size: int = 64,
                  max_length: int = 128) -> None:
@@ -27,6 +60,7 @@ class Victim:
         self.batch_size = batch_size
         self.max_length = max_length
         self.queries = 0  # model evaluations of inputs not already in the cache
+        self.forward_calls = 0  # batches sent through the model
         self._cache: dict[Text, np.ndarray] = {}
 
     @classmethod
@@ -40,20 +74,35 @@ class Victim:
     def num_labels(self) -> int:
         return self.model.config.num_labels
 
-    def predict_proba(self, inputs: Sequence[Text]) -> np.ndarray:
-        """Class probabilities, shape (len(inputs), num_labels), in input order."""
-        inputs = [tuple(x) for x in inputs]
-        todo = list(dict.fromkeys(x for x in inputs if x not in self._cache))
-        if todo:
-            self.queries += len(todo)
-            todo.sort(key=lambda x: sum(len(s) for s in x))
-            for start in range(0, len(todo), self.batch_size):
-                chunk = todo[start:start + self.batch_size]
-                for text, probs in zip(chunk, self._forward(chunk)):
-                    self._cache[text] = probs
-        if not inputs:
-            return np.zeros((0, self.num_labels), dtype=np.float32)
-        return np.stack([self._cache[x] for x in inputs])
+    def predict_proba(self, inputs: Sequence[Text], counter: QueryCounter | None = None) -> np.ndarray:
+        """Class probabilities, shape (len(inputs), num_labels), in input order.
+
+        Charges `counter` one query per input; raises `QueryBudgetExceeded` if that
+        would exceed its budget (nothing is evaluated then).
+        """
+        (out,) = self.predict_many([(inputs, counter)])
+        if isinstance(out, QueryBudgetExceeded):
+            raise out
+        return out
+
+    def predict_many(self, requests: Sequence[tuple[Sequence[Text], QueryCounter | None]]
+                     ) -> list[np.ndarray | QueryBudgetExceeded]:
+        """Answer several requests (one per attacked example) with shared forward passes.
+
+        Each request is charged to its own counter; a request over its budget gets
+        a `QueryBudgetExceeded` back instead of probabilities and costs nothing.
+        """
+        admitted: list[list[Text] | QueryBudgetExceeded] = []
+        for inputs, counter in requests:
+            texts = [tuple(x) for x in inputs]
+            try:
+                if counter is not None:
+                    counter.charge(len(texts))
+                admitted.append(texts)
+            except QueryBudgetExceeded as exc:
+                admitted.append(exc)
+        self._fill([x for texts in admitted if isinstance(texts, list) for x in texts])
+        return [texts if isinstance(texts, QueryBudgetExceeded) else self._lookup(texts) for texts in admitted]
 
     def predict(self, inputs: Sequence[Text]) -> np.ndarray:
         return self.predict_proba(inputs).argmax(axis=1)
@@ -65,8 +114,26 @@ class Victim:
                              return_tensors="pt")
         return {k: v.to(self.device) for k, v in enc.items()}
 
+    def _fill(self, inputs: Sequence[Text]) -> None:
+        """Evaluate every input not yet cached, shortest first, in batches of `batch_size`."""
+        todo = list(dict.fromkeys(x for x in inputs if x not in self._cache))
+        if not todo:
+            return
+        self.queries += len(todo)
+        todo.sort(key=lambda x: sum(len(s) for s in x))
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start:start + self.batch_size]
+            for text, probs in zip(chunk, self._forward(chunk)):
+                self._cache[text] = probs
+
+    def _lookup(self, texts: list[Text]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.num_labels), dtype=np.float32)
+        return np.stack([self._cache[x] for x in texts])
+
     @torch.inference_mode()
     def _forward(self, batch: Sequence[Text]) -> np.ndarray:
+        self.forward_calls += 1
         with autocast(self.device):
             logits = self.model(**self.encode(batch)).logits
         return torch.softmax(logits.float(), dim=-1).cpu().numpy()
