@@ -19,6 +19,7 @@ ERR = Console(stderr=True)
 EXTENSIONS: tuple[str, ...] = (
     "robench.benchmarks",
     "robench.analysis",
+    "robench.grid",
 )
 
 
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("leaderboard", help="aggregate run records into leaderboard CSV and Markdown")
     p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
     p.add_argument("--with-analysis", action="store_true", help="add `robench analyze` columns (mean ± std)")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained static HTML page (tables, plots)")
     for module in EXTENSIONS:
         importlib.import_module(module).add_cli(sub)
     return parser
@@ -162,6 +164,10 @@ def cmd_leaderboard(args) -> None:
     table, csv_path, md_path = write_leaderboard(settings.results_dir, analysis=args.with_analysis)
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} rows)")
+    if args.html:
+        from robench.html import write_html
+
+        print(f"wrote {write_html(settings.results_dir, args.html)}")
 
 
 COMMANDS = {"run": cmd_run, "train": cmd_train, "list": cmd_list, "leaderboard": cmd_leaderboard}

@@ -1,0 +1,206 @@
+"""Benchmark grids: config expansion, skipping finished cells, shared checkpoints, retries, Ray == local."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+
+from robench.errors import RobenchError
+from robench.executors import Job
+from robench.grid import expand, grid, load_config
+from robench.results import RunStore, read_record
+from robench.settings import resolve_settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_grid(backbone: Path, **overrides) -> dict:
+    config = {"name": "t", "tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "backbones": [str(backbone)],
+              "seeds": [0], "eval_size": 8, "train": {"epochs": 1, "batch_size": 16, "max_length": 32, "lr": 1e-3}}
+    config.update(overrides)
+    return config
+
+
+@dataclass
+class Recorder:
+    """A `before` hook that logs the jobs it sees and fails the first `fail_first` attempts of chosen jobs.
+
+    State lives in files under `folder`, so it also works in Ray workers (separate processes)."""
+
+    folder: Path
+    fail_kinds: tuple[str, ...] = ()
+    fail_first: int = 0
+
+    def __call__(self, job: Job) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / "jobs.log", "a") as fh:
+            fh.write(f"{job.kind} {job.key}\n")
+        if job.kind in self.fail_kinds:
+            count = self.folder / f"{job.key}.failures"
+            seen = int(count.read_text()) if count.exists() else 0
+            if seen < self.fail_first:
+                count.write_text(str(seen + 1))
+                raise RuntimeError(f"injected failure {seen + 1} of {job.kind} {job.key}")
+
+    def jobs(self) -> list[str]:
+        log = self.folder / "jobs.log"
+        return [line.split()[0] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+# ---------------------------------------------------------------- config
+
+def test_expand_is_the_cartesian_product_with_overrides():
+    cfg = load_config({"tasks": ["sst2", "rte"], "models": ["bert", "imbert+freelb"], "attacks": ["advglue", "x"],
+                       "seeds": [0, 1, 2], "train_size": {"sst2": [100, 200], "default": "full"},
+                       "eval_size": {"x": 10}, "train": {"epochs": 2, "lr": 1e-4},
+                       "model_params": {"imbert+freelb": {"adv_steps": 2}}, "attack_params": {"x": {"k": 5}}})
+    specs = expand(cfg)
+    # sst2: 2 models x 3 seeds x 2 train sizes x 2 attacks; rte: 2 x 3 x 1 x 2
+    assert len(specs) == 24 + 12 == len({s.run_id for s in specs})
+    assert {s.train_size for s in specs if s.task == "sst2"} == {100, 200}
+    assert {s.train_size for s in specs if s.task == "rte"} == {None}
+    assert {(s.attack, s.eval_size) for s in specs} == {("advglue", None), ("x", 10)}
+    assert all(s.train.epochs == 2 and s.train.lr == 1e-4 and s.train.batch_size == 32 for s in specs)
+    assert all(s.model_params == ({"adv_steps": 2} if s.model == "imbert+freelb" else {}) for s in specs)
+    assert all(s.attack_params == ({"k": 5} if s.attack == "x" else {}) for s in specs)
+    assert all(s.backbone == "minilm" and s.data_source == "local" for s in specs)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"tasks": ["sst2"], "models": ["bert"]}, "missing 'attacks'"),
+    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "sedes": [0]}, "unknown key"),
+    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "seeds": [0, 0]}, "twice"),
+    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "train_size": 0}, "positive integers"),
+    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "eval_size": {"textfooler": 5}}, "not in the grid"),
+    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "model_params": {"smart": {}}}, "not in the grid"),
+    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "train": {"epoch": 1}}, "unknown hyperparameter"),
+    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "resources": {"cpus": 0}}, "positive"),
+])
+def test_bad_configs_are_clear_errors(bad, message):
+    with pytest.raises(RobenchError, match=message):
+        load_config(bad)
+
+
+def test_bad_toml_file(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_text("tasks = [sst2]\n")
+    with pytest.raises(RobenchError, match="invalid TOML"):
+        load_config(path)
+    with pytest.raises(RobenchError, match="not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_reference_grid_expands_to_72_cells_on_24_checkpoints():
+    specs = expand(load_config(REPO / "results" / "grid-reference.toml"))
+    assert len(specs) == 2 * 4 * 3 * 3 == len({s.run_id for s in specs})
+    assert {s.task for s in specs} == {"sst2", "rte"} and {s.backbone for s in specs} == {"minilm"}
+    assert {s.model for s in specs} == {"bert", "imbert", "freelb", "smart"}
+    assert {s.attack for s in specs} == {"advglue", "textfooler", "bert-attack"} and {s.seed for s in specs} == {0, 1, 2}
+    trainings = {(s.task, s.model, s.seed, s.train_size, s.train) for s in specs}
+    assert len(trainings) == 24
+    assert {s.eval_size for s in specs if s.attack == "advglue"} == {None}
+
+
+def test_example_grid_dry_run(tiny_data, tmp_path, capsys):
+    from robench.cli import main
+
+    assert main(["grid", str(REPO / "examples" / "grid-tiny.toml"), "--dry-run", "--data-dir", str(tiny_data),
+                 "--results-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c")]) == 0
+    assert "2 cells, 0 finished, 2 train jobs, 2 attack jobs" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- execution (local executor)
+
+def test_shared_checkpoints_and_skipping_finished_cells(settings, tiny_backbone, tmp_path):
+    config = tiny_grid(tiny_backbone, eval_size=[8, "full"])  # two cells share each checkpoint
+    hook = Recorder(tmp_path / "hook1")
+    result = grid(config, settings, executor="local", before=hook)
+    assert [c.state for c in result.cells] == ["done", "done"]
+    assert hook.jobs() == ["train", "attack", "attack"]
+    assert len({read_record(settings.runs_dir / f"{c.spec.run_id}.json").checkpoint for c in result.cells}) == 1
+
+    again = Recorder(tmp_path / "hook2")
+    result = grid(config, settings, executor="local", before=again)
+    assert [c.state for c in result.cells] == ["skipped", "skipped"] and again.jobs() == []
+
+    (settings.runs_dir / f"{result.cells[1].spec.run_id}.json").unlink()
+    third = Recorder(tmp_path / "hook3")
+    result = grid(config, settings, executor="local", before=third)
+    assert [c.state for c in result.cells] == ["skipped", "done"] and third.jobs() == ["train", "attack"]
+
+
+def test_a_job_that_fails_once_is_retried(settings, tiny_backbone, tmp_path):
+    hook = Recorder(tmp_path / "hook", fail_kinds=("train", "attack"), fail_first=1)
+    result = grid(tiny_grid(tiny_backbone), settings, executor="local", before=hook, max_retries=1)
+    assert [(c.state, c.attempts) for c in result.cells] == [("done", 2)]
+    assert [(t.state, t.attempts) for t in result.trains] == [("done", 2)]
+    assert hook.jobs() == ["train", "train", "attack", "attack"]
+    assert json.loads(result.failures_path.read_text()) == {"failures": []}
+
+
+def test_a_job_that_keeps_failing_is_recorded_and_the_grid_goes_on(settings, tiny_backbone, tmp_path):
+    from robench.leaderboard import write_leaderboard
+
+    grid(tiny_grid(tiny_backbone), settings, executor="local")  # the sst2 cell finishes cleanly first
+    always = Recorder(tmp_path / "hook", fail_kinds=("attack",), fail_first=99)
+    result = grid(tiny_grid(tiny_backbone, tasks=["sst2", "rte"]), settings, executor="local", before=always)
+    assert [c.state for c in result.cells] == ["skipped", "failed"]
+    assert result.cells[1].attempts == 3 and "injected failure 3" in result.cells[1].error
+    failures = json.loads(result.failures_path.read_text())["failures"]
+    assert [(f["job"], f["run_ids"], f["attempts"]) for f in failures] == [
+        ("attack", [result.cells[1].spec.run_id], 3)]
+    assert "RuntimeError: injected failure 3" in failures[0]["error"] and "Traceback" in failures[0]["traceback"]
+    table, _, _ = write_leaderboard(settings.results_dir)  # failures live outside runs/: ignored
+    assert list(table["task"]) == ["sst2"]
+
+
+def test_a_failed_training_fails_its_cells(settings, tiny_backbone, tmp_path):
+    hook = Recorder(tmp_path / "hook", fail_kinds=("train",), fail_first=99)
+    result = grid(tiny_grid(tiny_backbone), settings, executor="local", before=hook, max_retries=0)
+    assert [(c.state, c.error) for c in result.cells] == [
+        ("failed", f"training failed: RuntimeError: injected failure 1 of train {result.trains[0].key}")]
+    assert hook.jobs() == ["train"]
+
+
+# ---------------------------------------------------------------- Ray
+
+@pytest.fixture(scope="session")
+def ray_session():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
+             object_store_memory=80 * 1024 ** 2)
+    yield ray
+    ray.shutdown()
+
+
+def _comparable(path: Path) -> dict:
+    record = asdict(read_record(path))
+    for volatile in ("timings", "created", "git_commit"):
+        record.pop(volatile)
+    record["checkpoint"] = Path(record["checkpoint"]).name  # same key, different cache dirs
+    return record
+
+
+def test_ray_and_local_executors_write_identical_records(ray_session, tiny_data, tiny_backbone, tmp_path):
+    ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test hook, for the workers
+    config = tiny_grid(tiny_backbone, seeds=[0, 1])
+    local = resolve_settings(tiny_data, tmp_path / "local-cache", tmp_path / "local-results")
+    remote = resolve_settings(tiny_data, tmp_path / "ray-cache", tmp_path / "ray-results")
+    hook = Recorder(tmp_path / "hook", fail_kinds=("train",), fail_first=1)  # each train fails once, in a worker
+
+    local_result = grid(config, local, executor="local", device="cpu")
+    ray_result = grid(config, remote, executor="ray", device="cpu", before=hook)
+
+    assert [c.state for c in local_result.cells] == [c.state for c in ray_result.cells] == ["done", "done"]
+    assert [t.attempts for t in ray_result.trains] == [2, 2]
+    assert sorted(hook.jobs()) == ["attack"] * 2 + ["train"] * 4
+    for cell in local_result.cells:
+        run_id = cell.spec.run_id
+        assert _comparable(local.runs_dir / f"{run_id}.json") == _comparable(remote.runs_dir / f"{run_id}.json")
+        assert RunStore(local.runs_dir, run_id).csv_path.read_text() == \
+            RunStore(remote.runs_dir, run_id).csv_path.read_text()
