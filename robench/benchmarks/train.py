@@ -1,0 +1,91 @@
+"""`robench bench train`: robench's fine-tuning loop vs a plain Hugging Face `Trainer`.
+
+Same backbone, data subset, seed, batch size, epochs, learning-rate schedule,
+weight decay, gradient clipping and dynamic padding; both run in this one
+process, one after the other, and only the optimisation steps are timed (no
+evaluation or saving inside the timed region). Prints throughput in examples/s
+for each, their ratio, and each model's dev accuracy.
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from robench.settings import resolve_settings
+from robench.spec import RunSpec, TrainConfig
+
+
+def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
+    """Train with `transformers.Trainer`; return (seconds, dev accuracy)."""
+    from transformers import (AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer,
+                              TrainingArguments, set_seed)
+
+    from robench.backbones import load_tokenizer, resolve_backbone
+    from robench.registries import TASKS
+    from robench.tasks import load_split, subset, texts_of
+    from robench.victim import Victim, accuracy
+
+    task, backbone, cfg = TASKS.get(spec.task), resolve_backbone(spec.backbone), spec.train
+    tokenizer = load_tokenizer(backbone.location)
+    train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
+    dev = load_split(task, "eval", settings.data_dir, spec.data_source)
+    train = train.map(lambda b: tokenizer(*[b[f] for f in task.text_fields], truncation=True,
+                                          max_length=cfg.max_length), batched=True)
+    set_seed(spec.seed)
+    model = AutoModelForSequenceClassification.from_pretrained(backbone.location, num_labels=task.num_labels)
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(
+            output_dir=out, per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
+            learning_rate=cfg.lr, weight_decay=cfg.weight_decay, warmup_ratio=cfg.warmup_ratio,
+            max_grad_norm=cfg.max_grad_norm, lr_scheduler_type="linear", seed=spec.seed, report_to=[],
+            save_strategy="no", eval_strategy="no", logging_strategy="no", disable_tqdm=True,
+            use_cpu=device.type == "cpu", bf16=device.type == "cuda", dataloader_num_workers=0,
+        )
+        trainer = Trainer(model=model, args=args, train_dataset=train.remove_columns(list(task.text_fields)),
+                          data_collator=DataCollatorWithPadding(tokenizer))
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+    victim = Victim(trainer.model, tokenizer, device, max_length=cfg.max_length)
+    return seconds, accuracy(victim, texts_of(dev, task), list(dev["label"]))
+
+
+def main(argv: list[str]) -> None:
+    p = argparse.ArgumentParser(prog="robench bench train", description=__doc__.splitlines()[0])
+    p.add_argument("--task", default="sst2")
+    p.add_argument("--backbone", default="minilm")
+    p.add_argument("--train-size", type=int, default=1000)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-dir")
+    p.add_argument("--device", default="auto")
+    args = p.parse_args(argv)
+
+    from robench.device import pick_device
+    from robench.training import fine_tune
+
+    device = pick_device(args.device)
+    spec = RunSpec(task=args.task, backbone=args.backbone, seed=args.seed, train_size=args.train_size,
+                   train=replace(TrainConfig(), epochs=args.epochs, batch_size=args.batch_size))
+    console = Console()
+    with tempfile.TemporaryDirectory() as cache:  # a fresh cache: robench must really train
+        settings = resolve_settings(args.data_dir, cache, Path(cache) / "results")
+        ours = fine_tune(spec, settings, device, None)
+        hf_seconds, hf_acc = _hf_trainer(spec, settings, device)
+    examples = ours.record["train_examples"] * args.epochs
+    table = Table(title=f"fine-tuning {args.backbone} on {args.task}: {ours.record['train_examples']} examples × "
+                        f"{args.epochs} epoch(s), batch {args.batch_size}, seed {args.seed}, {device}")
+    for col in ("trainer", "seconds", "examples/s", "dev accuracy"):
+        table.add_column(col, justify="right" if col != "trainer" else "left")
+    table.add_row("robench", f"{ours.record['train_seconds']:.1f}", f"{examples / ours.record['train_seconds']:.1f}",
+                  f"{ours.record['dev_accuracy']:.4f}")
+    table.add_row("HF Trainer", f"{hf_seconds:.1f}", f"{examples / hf_seconds:.1f}", f"{hf_acc:.4f}")
+    console.print(table)
+    console.print(f"throughput ratio robench / HF Trainer: {hf_seconds / ours.record['train_seconds']:.2f}x")
