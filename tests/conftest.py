@@ -78,3 +78,22 @@ def tiny_spec(backbone: Path, **overrides):
                 train=TrainConfig(epochs=1, batch_size=16, max_length=32, lr=1e-3))
     base.update(overrides)
     return RunSpec(**base)
+
+
+MINILM_SST2 = dict(task="sst2", model="bert", backbone="minilm", seed=0, train_size=2000)
+
+
+@pytest.fixture(scope="session")
+def minilm_sst2(tmp_path_factory, shared_data):
+    """The real packaged MiniLM fine-tuned on 2,000 SST-2 examples (3 epochs), trained once per session.
+
+    Returns (settings, spec, trained model). Integration tests share it.
+    """
+    from robench.runner import train
+    from robench.settings import resolve_settings
+    from robench.spec import RunSpec
+
+    root = tmp_path_factory.mktemp("minilm-sst2")
+    settings = resolve_settings(shared_data, root / "cache", root / "results")
+    spec = RunSpec(**MINILM_SST2)
+    return settings, spec, train(spec, settings, device="cpu")
