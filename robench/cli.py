@@ -17,6 +17,7 @@ ERR = Console(stderr=True)
 # Modules that add subcommands: each defines `add_cli(subparsers)` and sets `handler=` on its parsers.
 # Keep their top-level imports light: heavy libraries are imported inside the handlers.
 EXTENSIONS: tuple[str, ...] = (
+    "robench.resources",
     "robench.benchmarks",
     "robench.analysis",
     "robench.grid",
