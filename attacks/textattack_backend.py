@@ -78,19 +78,22 @@ class TextAttackSpec:
 
 @dataclass(frozen=True)
 class TextAttackParams:
-    """Knobs on top of the unchanged recipe; None keeps the recipe's own value."""
+    """Knobs on top of the unchanged recipe; None keeps the recipe's own value.
 
-    candidates: str = "glove-cf"  # robench synonym_table source for embedding-based swaps
+    Names match robench's `textfooler` parameters, so one set configures both.
+    """
+
+    synonym_source: str = "counterfitted-glove"  # robench synonym_table source for embedding-based swaps
     query_budget: int | None = None  # per example; TextAttack stops the search when it is spent
-    max_candidates: int | None = None  # K of WordSwapEmbedding / WordSwapMaskedLM
-    min_cos_sim: float | None = None  # WordEmbeddingDistance(min_cos_sim)
-    sim_threshold: float | None = None  # USE threshold on the paper's (USE) scale, mapped to MiniLM
+    k: int | None = None  # max_candidates of WordSwapEmbedding / WordSwapMaskedLM
+    min_cos: float | None = None  # WordEmbeddingDistance(min_cos_sim)
+    similarity_threshold: float | None = None  # USE threshold on the paper's (USE) scale, mapped to MiniLM
 
     def __post_init__(self) -> None:
-        if self.query_budget is not None and self.query_budget <= 0:
-            raise ValueError(f"query_budget must be positive, got {self.query_budget}")
-        if self.max_candidates is not None and self.max_candidates <= 0:
-            raise ValueError(f"max_candidates must be positive, got {self.max_candidates}")
+        for name in ("query_budget", "k"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
 
 
 # --------------------------------------------------------------------------- offline import
@@ -134,6 +137,8 @@ def load_textattack(settings: Settings):
     if "textattack" in sys.modules:
         with offline_nltk(settings):  # still point NLTK at the data dir
             return sys.modules["textattack"]
+    import transformers  # noqa: F401 - fixes its cache paths before TextAttack rewrites HF_HOME
+
     saved = dict(os.environ)
     os.environ["TA_CACHE_DIR"] = str(settings.cache_dir / "textattack")  # post-install marker lives here
     try:
@@ -265,7 +270,7 @@ def build_attack(spec: TextAttackSpec, victim, params: TextAttackParams, setting
 def _embedding(settings: Settings, params: TextAttackParams):
     from robench.resources import synonym_table
 
-    table = synonym_table(settings, params.candidates)
+    table = synonym_table(settings, params.synonym_source)
     return table_embedding(list(table.words), table.vectors, table.nn)
 
 
@@ -313,19 +318,19 @@ def _adjust(attack, params: TextAttackParams, settings: Settings, device):
             c = _minilm_constraint(c, params, settings, device)
         elif isinstance(c, SentenceEncoder):
             raise RobenchError(f"{type(c).__name__} needs a download; no offline substitute is wired up")
-        elif isinstance(c, WordEmbeddingDistance) and params.min_cos_sim is not None:
+        elif isinstance(c, WordEmbeddingDistance) and params.min_cos is not None:
             if c.min_cos_sim is None:
-                raise RobenchError("min_cos_sim applies only to recipes that bound the embedding cosine")
-            c.min_cos_sim = params.min_cos_sim
+                raise RobenchError("min_cos applies only to recipes that bound the embedding cosine")
+            c.min_cos_sim = params.min_cos
         constraints.append(c)
     transformation = attack.transformation
     parts = transformation.transformations if isinstance(transformation, CompositeTransformation) else [transformation]
-    if params.max_candidates is not None:
+    if params.k is not None:
         swaps = [t for t in parts if isinstance(t, (WordSwapEmbedding, WordSwapMaskedLM))]
         if not swaps:
-            raise RobenchError("max_candidates applies only to recipes with embedding or masked-LM word swaps")
+            raise RobenchError("k applies only to recipes with embedding or masked-LM word swaps")
         for t in swaps:
-            t.max_candidates = params.max_candidates
+            t.max_candidates = params.k
     goal = attack.goal_function
     if params.query_budget is not None:
         goal.query_budget = params.query_budget
@@ -337,7 +342,7 @@ def _minilm_constraint(use, params: TextAttackParams, settings: Settings, device
 
     _, _, encoder_cls = _classes()
     encoder = sentence_encoder(settings, device)
-    paper = params.sim_threshold if params.sim_threshold is not None else use.threshold
+    paper = params.similarity_threshold if params.similarity_threshold is not None else use.threshold
     window = None if use.window_size == float("inf") else use.window_size
     return encoder_cls(encoder, threshold=encoder.threshold_for(paper, use.metric), metric=use.metric,
                        compare_against_original=use.compare_against_original, window_size=window,
@@ -419,15 +424,15 @@ def _error_result(index: int, label: int, text: tuple[str, ...], status: str, ex
 
 
 def _check(spec: TextAttackSpec, task: Task, params: TextAttackParams) -> None:
-    if "embedding" in spec.needs and params.candidates not in _candidate_sources():
-        raise RobenchError(f"unknown candidate source {params.candidates!r} "
+    if "embedding" in spec.needs and params.synonym_source not in _candidate_sources():
+        raise RobenchError(f"unknown candidate source {params.synonym_source!r} "
                            f"(known: {', '.join(_candidate_sources())})")
 
 
 def _candidate_sources() -> tuple[str, ...]:
     from robench import resources
 
-    return tuple(getattr(resources, "CANDIDATE_SOURCES", ("glove-cf", "counterfitted-lists")))
+    return tuple(getattr(resources, "CANDIDATE_SOURCES", ("counterfitted-glove", "neighbors")))
 
 
 def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Settings) -> dict[str, Any]:
@@ -441,7 +446,7 @@ def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Setting
         from robench.resources import synonym_table
 
         out["synonyms"] = {"substitutes": "counter-fitted PARAGRAM-SL999 (TextAttack paragramcf)",
-                           "used": synonym_table(settings, params.candidates).info,
+                           "used": synonym_table(settings, params.synonym_source).info,
                            "vocabulary": "words TextAttack tokenises as one word (words_from_text(w) == [w])"}
     if "encoder" in spec.needs:
         from robench.resources import sentence_encoder

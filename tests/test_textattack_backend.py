@@ -1,0 +1,290 @@
+"""`textattack:<recipe>`: TextAttack 0.3.11's three offline failures, result mapping, end-to-end runs."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO, tiny_spec
+
+import robench
+from robench.attack import ExampleResult
+from robench.errors import RobenchError
+from robench.results import RunStore
+from robench.settings import resolve_settings
+
+
+@pytest.fixture(scope="module")
+def ta(tmp_path_factory, tiny_data):
+    """textattack, imported the robench way (offline NLTK, downloads disabled)."""
+    from robench.attacks.textattack_backend import load_textattack
+
+    settings = resolve_settings(tiny_data, tmp_path_factory.mktemp("ta-cache"), tmp_path_factory.mktemp("ta-res"))
+    return load_textattack(settings)
+
+
+# ---------------------------------------------------------------- failure 1: NLTK download at import
+
+OFFLINE_IMPORT = textwrap.dedent("""
+    import os, socket, sys
+    def no_network(*args, **kwargs):
+        raise AssertionError("network access attempted")
+    socket.socket.connect = no_network
+    socket.create_connection = no_network
+    from robench.registries import ATTACKS
+    assert "textattack:textfooler" in ATTACKS.names("textattack:*")
+    assert "textattack" not in sys.modules, "registering the recipes must not import textattack"
+    from robench.attacks.textattack_backend import load_textattack, offline_nltk
+    from robench.settings import resolve_settings
+    settings = resolve_settings(sys.argv[1], sys.argv[2], sys.argv[3])
+    import nltk  # its own import sets KMP_* variables
+    before = dict(os.environ)
+    with offline_nltk(settings) as skipped:
+        ta = load_textattack(settings)
+        import nltk
+        nltk.download("omw-1.4")  # what WordSwapWordNet does in its constructor
+    assert skipped == ["omw-1.4"], skipped
+    assert dict(os.environ) == before, "environment changed by the import"
+    import huggingface_hub.constants
+    assert "textattack" not in huggingface_hub.constants.HF_HOME, "Hugging Face cache redirected"
+    import nltk
+    assert nltk.download.__module__ == "nltk.downloader", "nltk.download left patched"
+    print("OK", ta.__version__ if hasattr(ta, "__version__") else "")
+""")
+
+
+def test_import_is_offline_lazy_and_leaves_no_trace(tmp_path, tiny_data):
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "OMP_NUM_THREADS": "1"}
+    env.pop("TA_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", OFFLINE_IMPORT, str(tiny_data), str(cache), str(tmp_path / "res")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK" in proc.stdout
+    assert (cache / "textattack" / "post_install_check_3").is_file()  # TextAttack's marker stays in robench's cache
+    assert not (home / ".cache" / "textattack").exists()
+
+
+def test_missing_nltk_data_is_a_clear_error(tmp_path):
+    from robench.attacks.textattack_backend import load_textattack
+
+    (tmp_path / "data").mkdir()
+    settings = resolve_settings(tmp_path / "data", tmp_path / "cache", tmp_path / "res")
+    with pytest.raises(RobenchError, match="nltk_data"):
+        load_textattack(settings)
+
+
+# ---------------------------------------------------------------- failure 2: nearest_neighbours without nn_matrix
+
+WORDS = ["good", "great", ",", "e.g.", "fine", "--", "nice", "bad"]
+# neighbours by id, nearest first; -1 pads a short list
+NN = np.array([[1, 2, 3, 4, 5], [0, 4, 6, -1, -1], [5, 0, 1, 3, -1], [2, 0, 1, 4, 5],
+               [0, 1, 6, 2, -1], [2, 3, 0, -1, -1], [1, 4, 0, -1, -1], [0, 2, -1, -1, -1]])
+
+
+def _vectors(n: int, dim: int = 8) -> np.ndarray:
+    v = np.random.default_rng(0).normal(size=(n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_stock_word_embedding_without_nn_matrix_crashes(ta):
+    from textattack.shared import WordEmbedding
+
+    emb = WordEmbedding(_vectors(len(WORDS)), {w: i for i, w in enumerate(WORDS)}, dict(enumerate(WORDS)))
+    with pytest.raises(AttributeError):  # TextAttack 0.3.11 slices torch.topk's (values, indices) tuple
+        emb.nearest_neighbours(0, 3)
+
+
+def test_table_embedding_supplies_nn_matrix_in_table_order(ta):
+    from robench.attacks.textattack_backend import table_embedding
+
+    emb = table_embedding(WORDS, _vectors(len(WORDS)), NN)
+    assert emb.nn_matrix is not None
+    names = lambda w, k: [emb.index2word(i) for i in emb.nearest_neighbours(emb.word2index(w), k)]  # noqa: E731
+    assert names("good", 50) == ["great", "fine"]  # ",", "e.g." and "--" dropped, order kept
+    assert names("good", 1) == ["great"]
+    assert names("nice", 50) == ["great", "fine", "good"]
+    assert names("bad", 50) == ["good"]
+    np.testing.assert_allclose(emb[emb.word2index("fine")], _vectors(len(WORDS))[4])
+
+
+# ---------------------------------------------------------------- failure 3: non-alphabetic vocabulary vs the window
+
+
+class _Encoder:
+    """A deterministic stand-in for robench's sentence encoder (bag of hashed characters)."""
+
+    info = {"name": "test-encoder"}
+
+    def embed(self, texts):
+        out = np.zeros((len(texts), 16), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for ch in text:
+                out[row, ord(ch) % 16] += 1.0
+        return out
+
+
+def _window_constraint(ta):
+    from robench.attacks.textattack_backend import _classes
+
+    _, _, encoder_cls = _classes()
+    return encoder_cls(_Encoder(), threshold=0.1, metric="angular", compare_against_original=False, window_size=15)
+
+
+def test_punctuation_synonym_breaks_the_stock_window(ta):
+    from textattack.shared import AttackedText, WordEmbedding
+    from textattack.transformations import WordSwapEmbedding
+
+    raw = WordEmbedding(_vectors(len(WORDS)), {w: i for i, w in enumerate(WORDS)}, dict(enumerate(WORDS)),
+                        nn_matrix=np.concatenate([np.arange(len(WORDS))[:, None], np.clip(NN, 0, None)], axis=1))
+    text = AttackedText("a good film .")
+    swaps = WordSwapEmbedding(max_candidates=5, embedding=raw)(text, indices_to_modify={1})
+    by_text = {t.text: t for t in swaps}
+    assert set(by_text) == {"a great film .", "a, film .", "a e.g. film .", "a fine film .", "a-- film ."}
+    assert by_text["a, film ."].attack_attrs["newly_modified_indices"] == set()  # the "swap" deleted the word
+    assert by_text["a e.g. film ."].words == ["a", "e", "g", "film"]  # and this one inserted a word
+    with pytest.raises(StopIteration):
+        _window_constraint(ta)._check_constraint_many([by_text["a, film ."]], text)
+
+
+def test_filtered_vocabulary_keeps_the_window_working(ta):
+    from textattack.shared import AttackedText
+    from textattack.transformations import WordSwapEmbedding
+
+    from robench.attacks.textattack_backend import table_embedding
+
+    text = AttackedText("a good film .")
+    swaps = WordSwapEmbedding(max_candidates=5, embedding=table_embedding(WORDS, _vectors(len(WORDS)), NN))(
+        text, indices_to_modify={1})
+    assert [t.text for t in swaps] == ["a great film .", "a fine film ."]
+    kept = _window_constraint(ta)._check_constraint_many(swaps, text)
+    assert len(kept) == 2 and all("similarity_score" in t.attack_attrs for t in kept)
+
+
+def test_minilm_constraint_uses_the_encoder_and_its_threshold_mapping(ta):
+    """A USE constraint becomes the robench encoder with the mapped threshold, same metric and window."""
+    from textattack.constraints.semantics.sentence_encoders import UniversalSentenceEncoder
+
+    from robench.attacks.textattack_backend import TextAttackParams, _minilm_constraint
+
+    class Mapped(_Encoder):
+        def threshold_for(self, paper: float, metric: str) -> float:
+            return paper / 2 if metric == "angular" else paper
+
+    use = UniversalSentenceEncoder(threshold=0.840845057, metric="angular", compare_against_original=False,
+                                   window_size=15, skip_text_shorter_than_window=True)
+    import robench.resources as resources
+
+    original = resources.sentence_encoder
+    resources.sentence_encoder = lambda settings, device: Mapped()
+    try:
+        c = _minilm_constraint(use, TextAttackParams(), None, torch.device("cpu"))
+        c_override = _minilm_constraint(use, TextAttackParams(similarity_threshold=0.5), None, torch.device("cpu"))
+    finally:
+        resources.sentence_encoder = original
+    assert c.threshold == pytest.approx(0.840845057 / 2) and c.metric == "angular" and c.window_size == 15
+    assert c.skip_text_shorter_than_window and not c.compare_against_original and use.model is None
+    assert c_override.threshold == pytest.approx(0.25)
+
+
+# ---------------------------------------------------------------- result mapping
+
+
+def _goal_result(ta, text, probs, status, queries=0, label=1):
+    from textattack.goal_function_results import ClassificationGoalFunctionResult
+
+    probs = torch.tensor(probs)
+    return ClassificationGoalFunctionResult(text, probs, int(probs.argmax()), status, 0.0, queries, label)
+
+
+def test_result_mapping(ta):
+    from textattack.attack_results import (FailedAttackResult, MaximizedAttackResult, SkippedAttackResult,
+                                           SuccessfulAttackResult)
+    from textattack.goal_function_results import GoalFunctionResultStatus as S
+    from textattack.shared import AttackedText
+
+    from robench.attacks.textattack_backend import to_example_result
+
+    pair = OrderedDict(premise="the cat sat .", hypothesis="a good cat")
+    orig = AttackedText(pair)
+    pert = orig.replace_words_at_indices([1, 4], ["dog", "fine"])
+    assert pert.text != orig.text
+
+    skipped = to_example_result(3, 1, SkippedAttackResult(_goal_result(ta, orig, [0.9, 0.1], S.SKIPPED, 1)))
+    assert (skipped.status, skipped.original_prediction, skipped.queries, skipped.words_perturbed) == ("skipped", 0, 1, 0)
+    assert skipped.original_text == "the cat sat . [SEP] a good cat" and skipped.num_words == 6
+
+    success = to_example_result(4, 1, SuccessfulAttackResult(_goal_result(ta, orig, [0.2, 0.8], S.SEARCHING, 1),
+                                                             _goal_result(ta, pert, [0.7, 0.3], S.SUCCEEDED, 17)))
+    assert success == ExampleResult(index=4, label=1, original_text="the cat sat . [SEP] a good cat",
+                                    perturbed_text="the dog sat . [SEP] a fine cat", original_prediction=1,
+                                    perturbed_prediction=0, status="successful", queries=17, num_words=6,
+                                    words_perturbed=2)
+
+    failed = to_example_result(5, 1, FailedAttackResult(_goal_result(ta, orig, [0.2, 0.8], S.SEARCHING, 1),
+                                                         _goal_result(ta, pert, [0.4, 0.6], S.SEARCHING, 9)))
+    assert (failed.status, failed.perturbed_prediction, failed.queries) == ("failed", 1, 9)
+
+    kept = to_example_result(6, 1, MaximizedAttackResult(_goal_result(ta, orig, [0.2, 0.8], S.MAXIMIZING, 1),
+                                                         _goal_result(ta, pert, [0.3, 0.7], S.MAXIMIZING, 5)))
+    flipped = to_example_result(7, 1, MaximizedAttackResult(_goal_result(ta, orig, [0.2, 0.8], S.MAXIMIZING, 1),
+                                                            _goal_result(ta, pert, [0.6, 0.4], S.MAXIMIZING, 5)))
+    assert (kept.status, flipped.status) == ("failed", "successful")
+
+
+# ---------------------------------------------------------------- end to end through robench.run
+
+
+def _rows(settings, record):
+    return list(csv.DictReader(open(settings.runs_dir / f"{record.run_id}.csv")))
+
+
+def test_deepwordbug_end_to_end_with_budget_and_resume(settings, tiny_backbone):
+    """A cheap recipe (no model resources) through the runner: records, budget, and resume from ctx.done."""
+    spec = tiny_spec(tiny_backbone, attack="textattack:deepwordbug", eval_size=6, attack_params={"query_budget": 5})
+    planted = ExampleResult(index=0, label=1, original_text="x", perturbed_text="x", original_prediction=1,
+                            perturbed_prediction=1, status="failed", queries=3, num_words=1, error="")
+    store = RunStore(settings.runs_dir, spec.run_id)
+    store.append(planted)  # as if an interrupted attempt had finished example 0
+    record = robench.run(spec, settings, device="cpu")
+    rows = _rows(settings, record)
+    assert len(rows) == 6 and rows[0]["original_text"] == "x"  # example 0 was not attacked again
+    assert {r["status"] for r in rows} <= {"skipped", "failed", "successful"}
+    assert all(int(r["queries"]) <= 5 for r in rows)  # TextAttack stopped at the per-example budget
+    assert record.metrics["examples"] == 6 and record.metrics["errors"] == 0
+    assert "DeepWordBugGao2018" in record.resources["attack"]["backend"]
+    assert record.resources["attack"]["nltk"]["downloads"] == "disabled"
+
+
+def test_example_errors_are_recorded_and_the_run_goes_on(settings, tiny_backbone, monkeypatch):
+    import robench.attacks.textattack_backend as backend
+
+    original = backend.to_example_result
+
+    def flaky(index, label, result):
+        if index == 1:
+            raise ValueError("boom")
+        return original(index, label, result)
+
+    monkeypatch.setattr(backend, "to_example_result", flaky)
+    record = robench.run(tiny_spec(tiny_backbone, attack="textattack:pruthi", eval_size=3), settings, device="cpu")
+    rows = _rows(settings, record)
+    assert [r["status"] == "error" for r in rows] == [False, True, False]
+    assert rows[1]["error"] == "ValueError: boom" and record.metrics["errors"] == 1
+
+
+def test_bad_params_fail_before_training(settings, tiny_backbone):
+    with pytest.raises(RobenchError, match="query_budget"):
+        robench.run(tiny_spec(tiny_backbone, attack="textattack:pwws", attack_params={"query_budget": 0}), settings,
+                    device="cpu")
+    with pytest.raises(RobenchError, match="unknown hyperparameter"):
+        robench.run(tiny_spec(tiny_backbone, attack="textattack:pwws", attack_params={"kk": 3}), settings, device="cpu")
