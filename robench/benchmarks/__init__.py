@@ -9,6 +9,7 @@ import argparse
 import importlib
 
 BENCHMARKS: dict[str, str] = {
+    "defenses": "robench.benchmarks.defenses",
     "train": "robench.benchmarks.train",
     "analysis": "robench.benchmarks.analysis",
 }
