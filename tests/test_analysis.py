@@ -283,3 +283,20 @@ def test_analyze_rejects_bad_settings(settings, tiny_backbone):
     with pytest.raises(RobenchError, match="examples must be positive"):
         analyze(tiny_spec(tiny_backbone), settings, "cpu", n_examples=0)
     assert main(["analyze", "--shuffles", "0", "--results-dir", str(settings.results_dir)]) == 2
+
+
+def test_bench_table_states_the_paper_direction_per_model():
+    from robench.benchmarks.analysis import markdown
+
+    bert = [{"dev_accuracy": 0.8, "shuffle_flip_rate": 0.10, "cka_mean": 0.60},
+            {"dev_accuracy": 0.8, "shuffle_flip_rate": 0.12, "cka_mean": 0.62}]
+    freelb = [{"dev_accuracy": 0.8, "shuffle_flip_rate": 0.20, "cka_mean": 0.605},
+              {"dev_accuracy": 0.8, "shuffle_flip_rate": 0.22, "cka_mean": 0.595}]
+    text = markdown({"bert": bert, "freelb": freelb}, "bert", "test")
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("|")}
+    assert "| paper: adversarial vs vanilla | | | higher | higher | lower |" in text
+    assert rows["bert"].startswith("| bert | 2 | 80.0 ± 0.0 | 11.0 ± 1.4 |")
+    verdict = rows["freelb"].split(" | ")
+    assert verdict[1] == "yes (+0.100)"  # more word-order sensitive, well outside the seed spread
+    assert "no (-0.010, within noise)" in rows["freelb"]  # CKA mean is lower, but within noise
+    assert "–" in rows["freelb"]  # metrics missing from the records

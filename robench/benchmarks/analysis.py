@@ -98,7 +98,9 @@ def markdown(metrics: dict[str, list[dict[str, float]]], baseline: str, setting:
 
 def _stats(runs: list[dict[str, float]], key: str) -> tuple[float, float]:
     values = np.array([r.get(key, np.nan) for r in runs], dtype=float)
-    return float(np.nanmean(values)), float(np.nanstd(values, ddof=1)) if len(values) > 1 else float("nan")
+    values = values[np.isfinite(values)]
+    mean = float(values.mean()) if len(values) else float("nan")
+    return mean, float(values.std(ddof=1)) if len(values) > 1 else float("nan")
 
 
 def _cell(runs, key: str, percent: bool) -> str:
