@@ -300,3 +300,9 @@ def test_bench_table_states_the_paper_direction_per_model():
     assert verdict[1] == "yes (+0.100)"  # more word-order sensitive, well outside the seed spread
     assert "no (-0.010, within noise)" in rows["freelb"]  # CKA mean is lower, but within noise
     assert "–" in rows["freelb"]  # metrics missing from the records
+
+
+def test_analyze_works_on_an_imbert_checkpoint(settings, tiny_backbone):
+    record = analyze(tiny_spec(tiny_backbone, model="imbert"), settings, "cpu", n_examples=4, shuffles=1)
+    assert len(record.cka_per_layer) == 3 and all(0.0 <= v <= 1.0 + 1e-9 for v in record.cka_per_layer)
+    assert record.resources["model_params"]["im_steps"] > 0
