@@ -47,7 +47,7 @@ import functools
 import logging
 import os
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -74,6 +74,7 @@ class TextAttackSpec:
     recipe: str  # class in textattack.attack_recipes
     paper: str
     needs: frozenset[str]  # of: embedding, encoder, pos, mlm, wordnet
+    use: tuple[str, float] | None = None  # the recipe's USE constraint: (metric, threshold)
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,10 @@ class TextAttackParams:
     query_budget: int | None = None  # per example; TextAttack stops the search when it is spent
     k: int | None = None  # max_candidates of WordSwapEmbedding / WordSwapMaskedLM
     min_cos: float | None = None  # WordEmbeddingDistance(min_cos_sim)
-    similarity_threshold: float | None = None  # USE threshold on the paper's (USE) scale, mapped to MiniLM
+    similarity_threshold: float | None = None  # USE threshold on the paper's (USE) scale, mapped to the encoder
+    encoder_threshold: float | None = None  # threshold on the encoder's own scale, used as is (no mapping)
+    sentence_encoder: str = "minilm"  # robench encoder replacing USE: minilm (calibrated) or use-m3
+    mlm: str = "built"  # masked LM for bert-attack/bae: robench's built MLM, or a hub id when online
 
     def __post_init__(self) -> None:
         for name in ("query_budget", "k"):
@@ -180,12 +184,28 @@ def _classes():
             return self.victim.predict_proba(inputs, self.counter)
 
     class TableEmbedding(WordEmbedding):
-        """WordEmbedding whose nn_matrix rows are [self, neighbours..., -1 padding]."""
+        """WordEmbedding whose nn_matrix rows are [self, neighbours..., -1 padding].
+
+        Without vectors (robench's "neighbors" source) a listed neighbour has cosine
+        1.0 and any other pair 0.0, as in robench's own table.
+        """
 
         def nearest_neighbours(self, index, topn):
             return [int(i) for i in super().nearest_neighbours(index, topn) if i >= 0]
 
-    class MiniLMSentenceEncoder(SentenceEncoder):
+        def get_cos_sim(self, a, b):
+            if self.embedding_matrix is not None:
+                return super().get_cos_sim(a, b)
+            a, b = (self._word2index[x] if isinstance(x, str) else x for x in (a, b))
+            return 1.0 if a == b or b in self.nn_matrix[a] or a in self.nn_matrix[b] else 0.0
+
+        def get_mse_dist(self, a, b):
+            if self.embedding_matrix is None:
+                raise RobenchError("this recipe bounds embedding distances, which the 'neighbors' synonym source "
+                                   "cannot give (it has no vectors): use synonym_source=counterfitted-glove")
+            return super().get_mse_dist(a, b)
+
+    class RobenchSentenceEncoder(SentenceEncoder):
         """robench's sentence encoder in place of a TextAttack sentence-encoder constraint."""
 
         def __init__(self, encoder, **kwargs) -> None:
@@ -203,10 +223,10 @@ def _classes():
         def encoder_name(self) -> str:
             return str(getattr(self.encoder, "info", {}).get("name", "minilm"))
 
-    return VictimModelWrapper, TableEmbedding, MiniLMSentenceEncoder
+    return VictimModelWrapper, TableEmbedding, RobenchSentenceEncoder
 
 
-def table_embedding(words: list[str], vectors: np.ndarray, nn: np.ndarray):
+def table_embedding(words: list[str], vectors: np.ndarray | None, nn: np.ndarray):
     """A TextAttack WordEmbedding over robench's candidate table (failures 2 and 3).
 
     Keeps only words that TextAttack tokenises as exactly themselves; neighbour
@@ -229,8 +249,8 @@ def table_embedding(words: list[str], vectors: np.ndarray, nn: np.ndarray):
         matrix[row, 1:1 + len(ids)] = ids
     kept_words = [words[i] for i in old_rows]
     word2index = {w: i for i, w in enumerate(kept_words)}
-    return TableEmbedding(np.asarray(vectors, dtype=np.float32)[old_rows], word2index, dict(enumerate(kept_words)),
-                          nn_matrix=matrix)
+    kept_vectors = None if vectors is None else np.asarray(vectors, dtype=np.float32)[old_rows]
+    return TableEmbedding(kept_vectors, word2index, dict(enumerate(kept_words)), nn_matrix=matrix)
 
 
 # --------------------------------------------------------------------------- build
@@ -239,8 +259,7 @@ def table_embedding(words: list[str], vectors: np.ndarray, nn: np.ndarray):
 @dataclass
 class Built:
     attack: Any  # textattack.Attack
-    wrapper: Any
-    substitutions: list[str] = field(default_factory=list)
+    wrapper: Any  # the VictimModelWrapper its goal function queries
 
 
 def build_attack(spec: TextAttackSpec, victim, params: TextAttackParams, settings: Settings) -> Built:
@@ -251,20 +270,18 @@ def build_attack(spec: TextAttackSpec, victim, params: TextAttackParams, setting
     wrapper_cls, _, _ = _classes()
     wrapper = wrapper_cls(victim)
     recipe = getattr(textattack.attack_recipes, spec.recipe)
-    built = Built(attack=None, wrapper=wrapper)
     with contextlib.ExitStack() as stack:
         stack.enter_context(offline_nltk(settings))
         if "embedding" in spec.needs:
             stack.enter_context(_shared_embedding(ta_utils.GLOBAL_OBJECTS, _embedding(settings, params)))
         if "mlm" in spec.needs:
-            stack.enter_context(_offline_masked_lm(recipe, settings, victim.device))
+            stack.enter_context(_offline_masked_lm(recipe, settings, victim.device, params.mlm))
         try:
             attack = recipe.build(wrapper)
         except LookupError as exc:
             raise RobenchError(f"textattack:{spec.name} needs NLTK data missing from {nltk_dir(settings)}: "
                                f"{str(exc).strip().splitlines()[0]}") from exc
-    built.attack = _adjust(attack, params, settings, victim.device)
-    return built
+    return Built(_adjust(attack, params, settings, victim.device), wrapper)
 
 
 def _embedding(settings: Settings, params: TextAttackParams):
@@ -289,13 +306,13 @@ def _shared_embedding(slots: dict, embedding) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _offline_masked_lm(recipe, settings: Settings, device) -> Iterator[None]:
+def _offline_masked_lm(recipe, settings: Settings, device, name: str) -> Iterator[None]:
     """The recipe's `WordSwapMaskedLM(...)` gets robench's MLM instead of downloading bert-base-uncased."""
     import importlib
 
     from robench.resources import masked_lm
 
-    mlm = masked_lm(settings, device)
+    mlm = masked_lm(settings, device, name)
     module = importlib.import_module(recipe.__module__)
     original = module.WordSwapMaskedLM
     module.WordSwapMaskedLM = functools.partial(original, masked_language_model=mlm.model, tokenizer=mlm.tokenizer)
@@ -315,7 +332,7 @@ def _adjust(attack, params: TextAttackParams, settings: Settings, device):
     constraints = []
     for c in attack.pre_transformation_constraints + attack.constraints:
         if isinstance(c, UniversalSentenceEncoder):
-            c = _minilm_constraint(c, params, settings, device)
+            c = _encoder_constraint(c, params, settings, device)
         elif isinstance(c, SentenceEncoder):
             raise RobenchError(f"{type(c).__name__} needs a download; no offline substitute is wired up")
         elif isinstance(c, WordEmbeddingDistance) and params.min_cos is not None:
@@ -337,14 +354,20 @@ def _adjust(attack, params: TextAttackParams, settings: Settings, device):
     return type(attack)(goal, constraints, transformation, attack.search_method)
 
 
-def _minilm_constraint(use, params: TextAttackParams, settings: Settings, device):
+def _threshold(encoder, metric: str, recipe_threshold: float, params: TextAttackParams) -> float:
+    if params.encoder_threshold is not None:
+        return float(params.encoder_threshold)
+    paper = params.similarity_threshold if params.similarity_threshold is not None else recipe_threshold
+    return float(encoder.threshold_for(paper, metric))
+
+
+def _encoder_constraint(use, params: TextAttackParams, settings: Settings, device):
     from robench.resources import sentence_encoder
 
     _, _, encoder_cls = _classes()
-    encoder = sentence_encoder(settings, device)
-    paper = params.similarity_threshold if params.similarity_threshold is not None else use.threshold
+    encoder = sentence_encoder(settings, device, params.sentence_encoder)
     window = None if use.window_size == float("inf") else use.window_size
-    return encoder_cls(encoder, threshold=encoder.threshold_for(paper, use.metric), metric=use.metric,
+    return encoder_cls(encoder, threshold=_threshold(encoder, use.metric, use.threshold, params), metric=use.metric,
                        compare_against_original=use.compare_against_original, window_size=window,
                        skip_text_shorter_than_window=use.skip_text_shorter_than_window)
 
@@ -424,15 +447,13 @@ def _error_result(index: int, label: int, text: tuple[str, ...], status: str, ex
 
 
 def _check(spec: TextAttackSpec, task: Task, params: TextAttackParams) -> None:
-    if "embedding" in spec.needs and params.synonym_source not in _candidate_sources():
-        raise RobenchError(f"unknown candidate source {params.synonym_source!r} "
-                           f"(known: {', '.join(_candidate_sources())})")
+    from robench.resources import ENCODERS, SOURCES
 
+    if "embedding" in spec.needs and params.synonym_source not in SOURCES:
+        raise RobenchError(f"unknown synonym_source {params.synonym_source!r} (known: {', '.join(SOURCES)})")
+    if "encoder" in spec.needs and params.sentence_encoder not in ENCODERS:
+        raise RobenchError(f"unknown sentence_encoder {params.sentence_encoder!r} (known: {', '.join(ENCODERS)})")
 
-def _candidate_sources() -> tuple[str, ...]:
-    from robench import resources
-
-    return tuple(getattr(resources, "CANDIDATE_SOURCES", ("counterfitted-glove", "neighbors")))
 
 
 def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Settings) -> dict[str, Any]:
@@ -451,13 +472,15 @@ def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Setting
     if "encoder" in spec.needs:
         from robench.resources import sentence_encoder
 
-        out["sentence_encoder"] = {"substitutes": "Universal Sentence Encoder (TF Hub)",
-                                   "used": sentence_encoder(settings, device).info,
-                                   "threshold": "mapped with threshold_for(paper threshold, metric)"}
+        encoder = sentence_encoder(settings, device, params.sentence_encoder)
+        metric, recipe_threshold = spec.use
+        out["sentence_encoder"] = {"substitutes": "Universal Sentence Encoder (TF Hub)", "used": encoder.info,
+                                   "metric": metric, "recipe_threshold": recipe_threshold,
+                                   "threshold": _threshold(encoder, metric, recipe_threshold, params)}
     if "mlm" in spec.needs:
         from robench.resources import masked_lm
 
-        out["masked_lm"] = {"substitutes": "bert-base-uncased", "used": masked_lm(settings, device).info}
+        out["masked_lm"] = {"substitutes": "bert-base-uncased", "used": masked_lm(settings, device, params.mlm).info}
     nltk_parts = ["stopwords"] + [p for p, need in (("averaged perceptron POS tagger, universal tagset", "pos"),
                                                     ("WordNet 3.0", "wordnet")) if need in spec.needs]
     out["nltk"] = {"data": str(nltk_dir(settings)), "used": nltk_parts, "downloads": "disabled"}
@@ -466,11 +489,14 @@ def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Setting
 
 SPECS: tuple[TextAttackSpec, ...] = (
     TextAttackSpec("textfooler", "TextFoolerJin2019", "Jin et al., AAAI 2020",
-                   frozenset({"embedding", "encoder", "pos"})),
-    TextAttackSpec("bert-attack", "BERTAttackLi2020", "Li et al., EMNLP 2020", frozenset({"mlm", "encoder"})),
-    TextAttackSpec("bae", "BAEGarg2019", "Garg and Ramakrishnan, EMNLP 2020", frozenset({"mlm", "encoder", "pos"})),
+                   frozenset({"embedding", "encoder", "pos"}), ("angular", 0.840845057)),
+    TextAttackSpec("bert-attack", "BERTAttackLi2020", "Li et al., EMNLP 2020", frozenset({"mlm", "encoder"}),
+                   ("cosine", 0.2)),
+    TextAttackSpec("bae", "BAEGarg2019", "Garg and Ramakrishnan, EMNLP 2020", frozenset({"mlm", "encoder", "pos"}),
+                   ("cosine", 0.936338023)),
     TextAttackSpec("pwws", "PWWSRen2019", "Ren et al., ACL 2019", frozenset({"wordnet"})),
-    TextAttackSpec("textbugger", "TextBuggerLi2018", "Li et al., NDSS 2019", frozenset({"embedding", "encoder"})),
+    TextAttackSpec("textbugger", "TextBuggerLi2018", "Li et al., NDSS 2019", frozenset({"embedding", "encoder"}),
+                   ("angular", 0.8)),
     TextAttackSpec("deepwordbug", "DeepWordBugGao2018", "Gao et al., IEEE S&P Workshops 2018", frozenset()),
     TextAttackSpec("pruthi", "Pruthi2019", "Pruthi et al., ACL 2019", frozenset()),
     TextAttackSpec("iga", "IGAWang2019", "Wang et al., 2019 (arXiv 1909.06723)", frozenset({"embedding"})),

@@ -170,30 +170,48 @@ def test_filtered_vocabulary_keeps_the_window_working(ta):
     assert len(kept) == 2 and all("similarity_score" in t.attack_attrs for t in kept)
 
 
-def test_minilm_constraint_uses_the_encoder_and_its_threshold_mapping(ta):
+def test_encoder_constraint_uses_the_encoder_and_its_threshold_mapping(ta, monkeypatch):
     """A USE constraint becomes the robench encoder with the mapped threshold, same metric and window."""
     from textattack.constraints.semantics.sentence_encoders import UniversalSentenceEncoder
 
-    from robench.attacks.textattack_backend import TextAttackParams, _minilm_constraint
+    import robench.resources as resources
+    from robench.attacks.textattack_backend import TextAttackParams, _encoder_constraint
 
     class Mapped(_Encoder):
         def threshold_for(self, paper: float, metric: str) -> float:
             return paper / 2 if metric == "angular" else paper
 
+    asked = []
+    monkeypatch.setattr(resources, "sentence_encoder", lambda settings, device, name: asked.append(name) or Mapped())
     use = UniversalSentenceEncoder(threshold=0.840845057, metric="angular", compare_against_original=False,
                                    window_size=15, skip_text_shorter_than_window=True)
-    import robench.resources as resources
-
-    original = resources.sentence_encoder
-    resources.sentence_encoder = lambda settings, device: Mapped()
-    try:
-        c = _minilm_constraint(use, TextAttackParams(), None, torch.device("cpu"))
-        c_override = _minilm_constraint(use, TextAttackParams(similarity_threshold=0.5), None, torch.device("cpu"))
-    finally:
-        resources.sentence_encoder = original
+    c = _encoder_constraint(use, TextAttackParams(), None, torch.device("cpu"))
     assert c.threshold == pytest.approx(0.840845057 / 2) and c.metric == "angular" and c.window_size == 15
     assert c.skip_text_shorter_than_window and not c.compare_against_original and use.model is None
-    assert c_override.threshold == pytest.approx(0.25)
+    assert _encoder_constraint(use, TextAttackParams(similarity_threshold=0.5), None, None).threshold == 0.25
+    assert _encoder_constraint(use, TextAttackParams(encoder_threshold=0.7), None, None).threshold == 0.7
+    whole = UniversalSentenceEncoder(threshold=0.2, metric="cosine")  # BERT-Attack: no window
+    c = _encoder_constraint(whole, TextAttackParams(sentence_encoder="use-m3"), None, None)
+    assert c.window_size == float("inf") and c.threshold == 0.2 and asked[-1] == "use-m3"
+
+
+def test_neighbour_lists_without_vectors(ta):
+    """robench's "neighbors" source has no vectors: listed neighbours have cosine 1.0, others 0.0."""
+    from textattack.constraints.semantics import WordEmbeddingDistance
+    from textattack.shared import AttackedText
+    from textattack.transformations import WordSwapEmbedding
+
+    from robench.attacks.textattack_backend import table_embedding
+
+    emb = table_embedding(WORDS, None, NN)
+    good, great, bad = (emb.word2index(w) for w in ("good", "great", "bad"))
+    assert emb.get_cos_sim(good, great) == 1.0 and emb.get_cos_sim(great, bad) == 0.0
+    text = AttackedText("a good film .")
+    swaps = WordSwapEmbedding(max_candidates=50, embedding=emb)(text, indices_to_modify={1})
+    kept = WordEmbeddingDistance(embedding=emb, min_cos_sim=0.5)._check_constraint_many(swaps, text)
+    assert [t.text for t in kept] == ["a great film .", "a fine film ."]
+    with pytest.raises(RobenchError, match="no vectors"):
+        emb.get_mse_dist(good, great)
 
 
 # ---------------------------------------------------------------- result mapping
@@ -288,3 +306,22 @@ def test_bad_params_fail_before_training(settings, tiny_backbone):
                     device="cpu")
     with pytest.raises(RobenchError, match="unknown hyperparameter"):
         robench.run(tiny_spec(tiny_backbone, attack="textattack:pwws", attack_params={"kk": 3}), settings, device="cpu")
+
+
+def test_textfooler_end_to_end_on_real_offline_resources(settings, tiny_backbone):
+    """The real TextFooler recipe with robench's neighbour lists, MiniLM encoder and NLTK tagger, no downloads."""
+    spec = tiny_spec(tiny_backbone, attack="textattack:textfooler", eval_size=4,
+                     attack_params={"synonym_source": "neighbors"})
+    record = robench.run(spec, settings, device="cpu")
+    rows = _rows(settings, record)
+    assert len(rows) == 4 and record.metrics["errors"] == 0, [r["error"] for r in rows]
+    attacked = [r for r in rows if r["status"] != "skipped"]
+    assert attacked and all(int(r["queries"]) > 1 for r in attacked)
+    for r in rows:
+        if r["status"] == "successful":
+            assert r["perturbed_text"] != r["original_text"] and int(r["words_perturbed"]) >= 1
+    res = record.resources["attack"]
+    assert res["synonyms"]["used"]["name"] == "counterfitted-neighbors"
+    assert res["sentence_encoder"]["used"]["name"] == "minilm-sentence-encoder"
+    assert res["sentence_encoder"]["recipe_threshold"] == 0.840845057 and res["sentence_encoder"]["metric"] == "angular"
+    assert "POS" in " ".join(res["nltk"]["used"])

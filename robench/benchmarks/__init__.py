@@ -12,6 +12,7 @@ BENCHMARKS: dict[str, str] = {
     "defenses": "robench.benchmarks.defenses",
     "train": "robench.benchmarks.train",
     "analysis": "robench.benchmarks.analysis",
+    "attack": "robench.benchmarks.attack",
 }
 
 
