@@ -306,3 +306,11 @@ def test_analyze_works_on_an_imbert_checkpoint(settings, tiny_backbone):
     record = analyze(tiny_spec(tiny_backbone, model="imbert"), settings, "cpu", n_examples=4, shuffles=1)
     assert len(record.cka_per_layer) == 3 and all(0.0 <= v <= 1.0 + 1e-9 for v in record.cka_per_layer)
     assert record.resources["model_params"]["im_steps"] > 0
+
+
+def test_bench_routes_model_specific_params():
+    from robench.benchmarks.analysis import params_for
+
+    given = ["imbert:im_gamma=0.02", "seedless=1", "smart:x=2"]
+    assert params_for("imbert", given) == ["im_gamma=0.02", "seedless=1"]
+    assert params_for("bert", given) == ["seedless=1"]

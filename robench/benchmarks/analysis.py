@@ -7,8 +7,11 @@ Example (the issue's evidence run, on a GPU):
     robench bench analysis --model bert,freelb,smart,imbert --seed 0 1 2 --task sst2 \\
         --train-size 4000 --epochs 2 --examples 200 --data-dir shared/data
 
-Each (model, seed) reuses the cached fine-tuned checkpoint of the same spec (or trains it)
-and reuses an existing analysis record of the same settings.
+`--model` takes a comma-separated list; `--param MODEL:KEY=VALUE` sets a hyperparameter of one
+model (as in `robench bench defenses`), `--param KEY=VALUE` of every model. Each (model, seed)
+reuses the cached fine-tuned checkpoint of the same spec (the defenses bench's, when it ran with
+the same cache dir and training flags) or trains it, and reuses an existing analysis record of
+the same settings.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ def main(argv: list[str]) -> None:
     from robench.analysis import analyze
     from robench.cli import add_spec_args, settings_from_args, specs_from_args
     from robench.defense import resolve_model
+    from robench.params import parse_assignments
 
     p = argparse.ArgumentParser(prog="robench bench analysis", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,14 +54,15 @@ def main(argv: list[str]) -> None:
     p.add_argument("--out", type=Path, help="Markdown file (default: <results_dir>/analysis_bench.md)")
     args = p.parse_args(argv)
     models = [m.strip() for m in args.model.split(",") if m.strip()]
-    for model in models:
-        resolve_model(model)  # fail on a bad name before any training
+    for model in models:  # fail on a bad name or hyperparameter before any training
+        resolve_model(model).resolve_params(parse_assignments(params_for(model, args.param)))
     settings = settings_from_args(args)
     console = None if args.quiet else Console(stderr=True)
     metrics: dict[str, list[dict[str, float]]] = {}
     start = time.perf_counter()
     for model in models:
-        for spec in specs_from_args(argparse.Namespace(**{**vars(args), "model": model}), settings):
+        own = {**vars(args), "model": model, "param": params_for(model, args.param)}
+        for spec in specs_from_args(argparse.Namespace(**own), settings):
             record = analyze(spec, settings, args.device, args.examples, args.shuffles, console)
             metrics.setdefault(model, []).append(record.metrics)
             if console is not None:
@@ -71,6 +76,18 @@ def main(argv: list[str]) -> None:
     atomic_write(out, text)
     print(text)
     print(f"wrote {out} ({time.perf_counter() - start:.0f} s)")
+
+
+def params_for(model: str, assignments: list[str]) -> list[str]:
+    """`--param MODEL:KEY=VALUE` applies to MODEL only (as in `robench bench defenses`); `KEY=VALUE` to all."""
+    out = []
+    for item in assignments:
+        target, sep, assignment = item.partition(":")
+        if not sep or "=" in target:
+            out.append(item)
+        elif target == model:
+            out.append(assignment)
+    return out
 
 
 def markdown(metrics: dict[str, list[dict[str, float]]], baseline: str, setting: str) -> str:
