@@ -501,7 +501,7 @@ def _load_built_mlm(target: Path, build: dict):
     """Rebuild BertForMaskedLM: frozen word embeddings from the backbone, everything else from the build."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
-    from transformers.modeling_utils import load_sharded_checkpoint
+    from safetensors.torch import load_file
 
     from robench.backbones import resolve_backbone
 
@@ -513,8 +513,11 @@ def _load_built_mlm(target: Path, build: dict):
     base = BertModel.from_pretrained(backbone.location, add_pooling_layer=False)
     with torch.no_grad():
         model.bert.embeddings.word_embeddings.weight.copy_(base.embeddings.word_embeddings.weight)
-    result = load_sharded_checkpoint(model, str(target), strict=False)
-    missing = set(result.missing_keys) - set(FROZEN)
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(target.glob("*.safetensors")):
+        state.update(load_file(shard))
+    result = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    missing = set(result.missing_keys) - set(FROZEN) - {"cls.predictions.decoder.bias"}  # tied to predictions.bias
     if missing or result.unexpected_keys:
         raise RobenchError(f"the MLM in {target} is incomplete ({sorted(missing)[:3]}...): rebuild it")
     model.tie_weights()
@@ -682,7 +685,7 @@ def build_mlm(settings: Settings, device=None, config: MlmBuildConfig = MlmBuild
             optimizer.step()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
-            losses.append(float(loss))
+            losses.append(loss.item())
             step += 1
             bar.update(task, advance=1, description=f"building MLM (loss {np.mean(losses[-20:]):.2f})")
     seconds = time.perf_counter() - started
