@@ -94,7 +94,7 @@ class RepresentationStats:
     backbone_token_cosine: list[float] = field(default_factory=list)  # pre-trained, one per sentence
     cls: list[np.ndarray] = field(default_factory=list)
     backbone_cls: list[np.ndarray] = field(default_factory=list)
-    cka: list[LinearCKA] = field(default_factory=list)
+    cka: list[LinearCKA] = field(init=False)  # one per hidden state: embeddings, layer 1, ..., layer L
 
     def __post_init__(self) -> None:
         self.cka = [LinearCKA() for _ in range(self.layers)]
