@@ -65,6 +65,7 @@ from robench.attack import AttackContext, AttackRecipe, ExampleResult
 from robench.engine import CachedEmbedder, EngineConfig, Request, Similarity, Words, WordSwapSearch, \
     attack_examples, is_one_word, recover_case, split_words
 from robench.registries import ATTACKS
+from robench.resources import ENCODERS
 from robench.settings import Settings
 from robench.victim import Text
 
@@ -72,18 +73,22 @@ from robench.victim import Text
 @dataclass(frozen=True)
 class BertAttackParams:
     k: int = 48  # MLM candidates per word (paper: 48)
+    masked_lm: str = "built"  # the MLM built by `robench resources build-mlm`, or a hub id (bert-base-uncased)
+    sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
     max_perturbed: float = 0.4  # at most this fraction of the words may change (ceil)
     similarity_threshold: float = 0.2  # the paper's (USE) value; mapped to the encoder used
     similarity_metric: str = "cosine"
     importance_token: str = "[MASK]"  # replaces a word to measure its importance
     mlm_max_length: int = 256  # sub-words the MLM sees (incl. [CLS]/[SEP])
-    mlm_batch_size: int = 16
+    mlm_batch_size: int = 8
     lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
     query_budget: int | None = None  # victim queries per example; None: unlimited
     concurrency: int = 32  # examples attacked at once
     encoder_batch_size: int = 128
 
     def __post_init__(self) -> None:
+        if self.sentence_encoder not in ENCODERS:
+            raise ValueError(f"sentence_encoder must be one of {ENCODERS}, got {self.sentence_encoder!r}")
         if self.k < 1 or self.mlm_max_length < 3 or self.mlm_batch_size < 1 or self.concurrency < 1:
             raise ValueError("k, mlm_batch_size and concurrency must be positive, mlm_max_length >= 3")
         if not 0 < self.max_perturbed <= 1:
@@ -106,8 +111,9 @@ class BertAttackResources:
 def load_resources(params: BertAttackParams, settings: Settings, device) -> BertAttackResources:
     from robench import resources
 
-    return BertAttackResources(resources.stopwords(settings), resources.masked_lm(settings, device),
-                               resources.sentence_encoder(settings, device))
+    return BertAttackResources(resources.stopwords(settings),
+                               resources.masked_lm(settings, device, params.masked_lm),
+                               resources.sentence_encoder(settings, device, params.sentence_encoder))
 
 
 def top_combinations(logp: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[tuple[int, ...], float]]:
@@ -176,7 +182,8 @@ class MlmCandidates:
             return []
         start, end = span
         if end - start == 1:
-            tokens = [t for t in self.tokenizer.convert_ids_to_tokens(top_ids[start].tolist()) if not t.startswith("##")]
+            tokens = self.tokenizer.convert_ids_to_tokens(top_ids[start].tolist())
+            tokens = [t for t in tokens if not t.startswith("##")]
         else:
             combos = top_combinations(top_logp[start:end], top_ids[start:end], self.params.k)
             tokens = ["".join(self.tokenizer.convert_ids_to_tokens(list(c))).replace("##", "") for c, _ in combos]
@@ -232,7 +239,9 @@ def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, An
     encoder.update(paper="Universal Sentence Encoder", paper_threshold=params.similarity_threshold,
                    metric=params.similarity_metric,
                    threshold=float(res.encoder.threshold_for(params.similarity_threshold, params.similarity_metric)))
-    return {"masked_lm": dict(getattr(res.mlm, "info", None) or {}), "sentence_encoder": encoder,
+    mlm = dict(getattr(res.mlm, "info", None) or {})
+    return {"masked_lm": mlm, "masked_lm_heldout_accuracy": mlm.get("heldout_masked_accuracy"),
+            "sentence_encoder": encoder,
             "stopwords": getattr(res.stopwords, "info", None) or f"{len(res.stopwords)} stopwords"}
 
 

@@ -67,9 +67,9 @@ from robench.attack import AttackContext, AttackRecipe, ExampleResult
 from robench.engine import CachedEmbedder, EngineConfig, Similarity, Words, WordSwapSearch, attack_examples, \
     is_one_word, recover_case
 from robench.registries import ATTACKS
+from robench.resources import ENCODERS, SOURCES as SYNONYM_SOURCES
 from robench.settings import Settings
 
-SYNONYM_SOURCES = ("counterfitted-glove", "neighbors")
 USE_THRESHOLD = 0.840845057  # TextAttack: 1 - 0.5 / pi, the TextFooler code's USE threshold as an angular similarity
 
 
@@ -78,6 +78,7 @@ class TextFoolerParams:
     k: int = 50  # synonym candidates per word
     min_cos: float = 0.5  # word-embedding cosine of a candidate (the paper says 0.7; its code and TextAttack 0.5)
     synonym_source: str = "counterfitted-glove"  # or "neighbors" (Alzantot et al.'s counter-fitted lists)
+    sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
     allow_verb_noun_swap: bool = True
     similarity_threshold: float = USE_THRESHOLD  # the paper's (USE) value; mapped to the encoder used
     similarity_metric: Literal["angular", "cosine"] = "angular"
@@ -89,6 +90,8 @@ class TextFoolerParams:
     encoder_batch_size: int = 128
 
     def __post_init__(self) -> None:
+        if self.sentence_encoder not in ENCODERS:
+            raise ValueError(f"sentence_encoder must be one of {ENCODERS}, got {self.sentence_encoder!r}")
         if self.synonym_source not in SYNONYM_SOURCES:
             raise ValueError(f"synonym_source must be one of {SYNONYM_SOURCES}, got {self.synonym_source!r}")
         if self.similarity_metric not in ("angular", "cosine"):
@@ -114,7 +117,7 @@ def load_resources(params: TextFoolerParams, settings: Settings, device) -> Text
 
     return TextFoolerResources(resources.stopwords(settings), resources.pos_tagger(settings),
                                resources.synonym_table(settings, source=params.synonym_source),
-                               resources.sentence_encoder(settings, device))
+                               resources.sentence_encoder(settings, device, params.sentence_encoder))
 
 
 class _PosCheck:

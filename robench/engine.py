@@ -104,7 +104,10 @@ def attack_examples(ctx: AttackContext, search: SearchFactory, services: Mapping
                 job = _Job(i, texts[i], labels[i], QueryCounter(config.query_budget),
                            _attack_one(texts[i], labels[i], search))
                 _advance(job, None)
-                finish(job) if job.result else active.append(job)
+                if job.result:
+                    finish(job)
+                else:
+                    active.append(job)
             if not active:
                 break
             by_kind: dict[str, list[_Job]] = defaultdict(list)
@@ -330,7 +333,8 @@ class Similarity:
         return cos if self.metric == "cosine" else 1.0 - np.arccos(cos) / np.pi
 
 
-def similarities(sim: Similarity | None, pairs: Sequence[tuple[str, str] | None]) -> Generator[Request, Any, np.ndarray]:
+def similarities(sim: Similarity | None, pairs: Sequence[tuple[str, str] | None]
+                 ) -> Generator[Request, Any, np.ndarray]:
     """Similarity of each pair (1.0 for None); one "embed" request for all texts needed."""
     out = np.ones(len(pairs), dtype=np.float64)
     texts = list(dict.fromkeys(t for p in pairs if p is not None for t in p))
