@@ -36,6 +36,11 @@ TextAttack 0.3.11 fails offline in three ways, each handled here:
    Entries such as "e.g." turn a swap into an insertion. `table_embedding` keeps
    only words `w` with `words_from_text(w) == [w]`, and neighbours among them.
 
+A fourth, packaging, failure: the 0.3.11 wheel lacks `shared/intentional_homoglyphs.txt`,
+which `WordSwapHomoglyphSwap.__init__` opens (FileNotFoundError), so TextBugger cannot
+be built. TextBugger's swaps use only the class's built-in homoglyph map; the file
+feeds the bad-characters attack's table, left empty here (`HomoglyphSwap`).
+
 TextAttack's USE, BERT and embedding downloads are never attempted: the embedding
 is handed to the recipe before it is built, masked-LM transformations get the
 built MLM, and every USE constraint is replaced before the first query.
@@ -49,7 +54,8 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -73,7 +79,7 @@ class TextAttackSpec:
     name: str  # registered as textattack:<name>
     recipe: str  # class in textattack.attack_recipes
     paper: str
-    needs: frozenset[str]  # of: embedding, encoder, pos, mlm, wordnet
+    needs: frozenset[str]  # of: embedding, encoder, pos, mlm, wordnet, homoglyph
     use: tuple[str, float] | None = None  # the recipe's USE constraint: (metric, threshold)
 
 
@@ -138,6 +144,7 @@ def load_textattack(settings: Settings):
     """Import textattack without network (failure 1). Imported only when a recipe runs."""
     import sys
 
+    nltk_dir(settings)  # fail fast, before any heavy import
     if "textattack" in sys.modules:
         with offline_nltk(settings):  # still point NLTK at the data dir
             return sys.modules["textattack"]
@@ -223,7 +230,24 @@ def _classes():
         def encoder_name(self) -> str:
             return str(getattr(self.encoder, "info", {}).get("name", "minilm"))
 
-    return VictimModelWrapper, TableEmbedding, RobenchSentenceEncoder
+    from textattack.transformations import WordSwapHomoglyphSwap
+
+    class HomoglyphSwap(WordSwapHomoglyphSwap):
+        """WordSwapHomoglyphSwap without `shared/intentional_homoglyphs.txt`, which the 0.3.11 wheel lacks.
+
+        The constructor fills `self.homos` (what TextBugger's swaps use) and then
+        reads that file for `homos_intentional`, used only by the differential-
+        evolution search of the bad-characters attack; here that table stays empty.
+        """
+
+        def __init__(self, **kwargs) -> None:
+            try:
+                super().__init__(**kwargs)
+            except FileNotFoundError:
+                self.homos_intentional = {}
+
+    return SimpleNamespace(wrapper=VictimModelWrapper, embedding=TableEmbedding, encoder=RobenchSentenceEncoder,
+                           homoglyph=HomoglyphSwap)
 
 
 def table_embedding(words: list[str], vectors: np.ndarray | None, nn: np.ndarray):
@@ -235,7 +259,6 @@ def table_embedding(words: list[str], vectors: np.ndarray | None, nn: np.ndarray
     """
     from textattack.shared.utils import words_from_text
 
-    _, TableEmbedding, _ = _classes()
     keep = np.array([words_from_text(w) == [w] for w in words], dtype=bool)
     new_id = np.full(len(words), -1, dtype=np.int64)
     new_id[keep] = np.arange(int(keep.sum()))
@@ -250,7 +273,7 @@ def table_embedding(words: list[str], vectors: np.ndarray | None, nn: np.ndarray
     kept_words = [words[i] for i in old_rows]
     word2index = {w: i for i, w in enumerate(kept_words)}
     kept_vectors = None if vectors is None else np.asarray(vectors, dtype=np.float32)[old_rows]
-    return TableEmbedding(kept_vectors, word2index, dict(enumerate(kept_words)), nn_matrix=matrix)
+    return _classes().embedding(kept_vectors, word2index, dict(enumerate(kept_words)), nn_matrix=matrix)
 
 
 # --------------------------------------------------------------------------- build
@@ -267,15 +290,20 @@ def build_attack(spec: TextAttackSpec, victim, params: TextAttackParams, setting
     textattack = load_textattack(settings)
     from textattack.shared import utils as ta_utils
 
-    wrapper_cls, _, _ = _classes()
-    wrapper = wrapper_cls(victim)
+    from robench.resources import masked_lm
+
+    wrapper = _classes().wrapper(victim)
     recipe = getattr(textattack.attack_recipes, spec.recipe)
     with contextlib.ExitStack() as stack:
         stack.enter_context(offline_nltk(settings))
         if "embedding" in spec.needs:
             stack.enter_context(_shared_embedding(ta_utils.GLOBAL_OBJECTS, _embedding(settings, params)))
         if "mlm" in spec.needs:
-            stack.enter_context(_offline_masked_lm(recipe, settings, victim.device, params.mlm))
+            mlm = masked_lm(settings, victim.device, params.mlm)
+            stack.enter_context(_replaced(recipe, "WordSwapMaskedLM", lambda cls: functools.partial(
+                cls, masked_language_model=mlm.model, tokenizer=mlm.tokenizer)))
+        if "homoglyph" in spec.needs:
+            stack.enter_context(_replaced(recipe, "WordSwapHomoglyphSwap", lambda cls: _classes().homoglyph))
         try:
             attack = recipe.build(wrapper)
         except LookupError as exc:
@@ -306,20 +334,17 @@ def _shared_embedding(slots: dict, embedding) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _offline_masked_lm(recipe, settings: Settings, device, name: str) -> Iterator[None]:
-    """The recipe's `WordSwapMaskedLM(...)` gets robench's MLM instead of downloading bert-base-uncased."""
+def _replaced(recipe, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
+    """While the recipe builds, its module's `name` is `make(original)` (e.g. an MLM already loaded)."""
     import importlib
 
-    from robench.resources import masked_lm
-
-    mlm = masked_lm(settings, device, name)
     module = importlib.import_module(recipe.__module__)
-    original = module.WordSwapMaskedLM
-    module.WordSwapMaskedLM = functools.partial(original, masked_language_model=mlm.model, tokenizer=mlm.tokenizer)
+    original = getattr(module, name)
+    setattr(module, name, make(original))
     try:
         yield
     finally:
-        module.WordSwapMaskedLM = original
+        setattr(module, name, original)
 
 
 def _adjust(attack, params: TextAttackParams, settings: Settings, device):
@@ -364,10 +389,9 @@ def _threshold(encoder, metric: str, recipe_threshold: float, params: TextAttack
 def _encoder_constraint(use, params: TextAttackParams, settings: Settings, device):
     from robench.resources import sentence_encoder
 
-    _, _, encoder_cls = _classes()
     encoder = sentence_encoder(settings, device, params.sentence_encoder)
     window = None if use.window_size == float("inf") else use.window_size
-    return encoder_cls(encoder, threshold=_threshold(encoder, use.metric, use.threshold, params), metric=use.metric,
+    return _classes().encoder(encoder, threshold=_threshold(encoder, use.metric, use.threshold, params), metric=use.metric,
                        compare_against_original=use.compare_against_original, window_size=window,
                        skip_text_shorter_than_window=use.skip_text_shorter_than_window)
 
@@ -495,7 +519,8 @@ SPECS: tuple[TextAttackSpec, ...] = (
     TextAttackSpec("bae", "BAEGarg2019", "Garg and Ramakrishnan, EMNLP 2020", frozenset({"mlm", "encoder", "pos"}),
                    ("cosine", 0.936338023)),
     TextAttackSpec("pwws", "PWWSRen2019", "Ren et al., ACL 2019", frozenset({"wordnet"})),
-    TextAttackSpec("textbugger", "TextBuggerLi2018", "Li et al., NDSS 2019", frozenset({"embedding", "encoder"}),
+    TextAttackSpec("textbugger", "TextBuggerLi2018", "Li et al., NDSS 2019",
+                   frozenset({"embedding", "encoder", "homoglyph"}),
                    ("angular", 0.8)),
     TextAttackSpec("deepwordbug", "DeepWordBugGao2018", "Gao et al., IEEE S&P Workshops 2018", frozenset()),
     TextAttackSpec("pruthi", "Pruthi2019", "Pruthi et al., ACL 2019", frozenset()),

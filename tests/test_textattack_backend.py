@@ -136,8 +136,7 @@ class _Encoder:
 def _window_constraint(ta):
     from robench.attacks.textattack_backend import _classes
 
-    _, _, encoder_cls = _classes()
-    return encoder_cls(_Encoder(), threshold=0.1, metric="angular", compare_against_original=False, window_size=15)
+    return _classes().encoder(_Encoder(), threshold=0.1, metric="angular", compare_against_original=False, window_size=15)
 
 
 def test_punctuation_synonym_breaks_the_stock_window(ta):
@@ -212,6 +211,19 @@ def test_neighbour_lists_without_vectors(ta):
     assert [t.text for t in kept] == ["a great film .", "a fine film ."]
     with pytest.raises(RobenchError, match="no vectors"):
         emb.get_mse_dist(good, great)
+
+
+def test_homoglyph_swap_without_the_missing_data_file(ta):
+    """TextBugger's WordSwapHomoglyphSwap opens a file the 0.3.11 wheel does not ship."""
+    from textattack.transformations import WordSwapHomoglyphSwap
+
+    from robench.attacks.textattack_backend import _classes
+
+    with pytest.raises(FileNotFoundError, match="intentional_homoglyphs"):
+        WordSwapHomoglyphSwap()
+    swap = _classes().homoglyph()
+    assert swap._get_replacement_words("ok") == ["оk", "o𝒌"]  # Cyrillic o, math italic k
+    assert swap.homos_intentional == {}
 
 
 # ---------------------------------------------------------------- result mapping
