@@ -337,3 +337,24 @@ def test_textfooler_end_to_end_on_real_offline_resources(settings, tiny_backbone
     assert res["sentence_encoder"]["used"]["name"] == "minilm-sentence-encoder"
     assert res["sentence_encoder"]["recipe_threshold"] == 0.840845057 and res["sentence_encoder"]["metric"] == "angular"
     assert "POS" in " ".join(res["nltk"]["used"])
+
+
+def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, capsys):
+    """`robench bench attack` on the tiny backbone: both attacks, one table, CSV and Markdown."""
+    from robench.benchmarks.attack import main
+
+    main(["--examples", "3", "--backbone", str(tiny_backbone), "--train-size", "32", "--epochs", "1",
+          "--synonym-source", "neighbors", "--sentence-encoder", "use-m3", "--data-dir", str(tiny_data),
+          "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "res"), "--device", "cpu",
+          "--quiet"])
+    out = capsys.readouterr().out
+    assert "accuracy under attack" in out and "faster" in out
+    rows = list(csv.reader(open(tmp_path / "res" / "bench" / "attack-sst2-3.csv")))
+    assert rows[0] == ["metric", "textfooler", "textattack:textfooler", "comparison"]
+    metrics = {r[0]: r for r in rows[1:]}
+    assert metrics["examples (errors)"][1:3] == ["3 (0)", "3 (0)"]
+    assert metrics["accuracy under attack"][3].endswith("points (target: within 2)")
+    assert (tmp_path / "res" / "bench" / "attack-sst2-3.md").read_text().startswith("### TextFooler on sst2")
+    records = [json.loads(p.read_text()) for p in (tmp_path / "res" / "runs").glob("*.json")]
+    assert sorted(r["spec"]["attack"] for r in records) == ["textattack:textfooler", "textfooler"]
+    assert len({r["checkpoint"] for r in records}) == 1  # one victim for both

@@ -53,6 +53,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--synonym-source", default="counterfitted-glove", help="counterfitted-glove or neighbors")
+    p.add_argument("--sentence-encoder", default="minilm", help="minilm (calibrated thresholds) or use-m3")
     p.add_argument("--query-budget", type=int, default=None, help="per example, both attacks (default: none)")
     p.add_argument("--robench-param", action="append", default=[], metavar="KEY=VALUE",
                    help="extra robench textfooler parameter (e.g. concurrency=64)")
@@ -72,7 +73,7 @@ def specs(args: argparse.Namespace, data_source: str) -> dict[str, Any]:
     from robench.params import parse_assignments
     from robench.spec import RunSpec, TrainConfig
 
-    shared = {"synonym_source": args.synonym_source, "k": 50, "min_cos": 0.5,
+    shared = {"synonym_source": args.synonym_source, "sentence_encoder": args.sentence_encoder, "k": 50, "min_cos": 0.5,
               "similarity_threshold": USE_THRESHOLD, "query_budget": args.query_budget}
     robench_only = {"similarity_metric": "angular", "window": 15, "skip_shorter_than_window": True,
                     "allow_verb_noun_swap": True, **parse_assignments(args.robench_param)}
@@ -158,13 +159,13 @@ def main(argv: list[str]) -> None:
     ref = attack(both[TEXTATTACK], settings, device, console)
     title = (f"TextFooler on {args.task}: robench vs TextAttack 0.3.11 ({args.model}/{args.backbone}, "
              f"train {args.train_size}×{args.epochs} ep, {args.examples} examples, seed {args.seed}, {device}, "
-             f"synonyms {args.synonym_source})")
+             f"synonyms {args.synonym_source}, encoder {args.sentence_encoder})")
     rows = compare(ours, ref)
     table = Table(title=title)
     for col in ("metric", ROBENCH, TEXTATTACK, "comparison"):
         table.add_column(col, justify="left" if col in ("metric", "comparison") else "right")
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    Console(width=max(Console().width, 132)).print(table)
     csv_path, md_path = write(rows, title, settings.results_dir / "bench" / f"attack-{args.task}-{args.examples}")
     print(f"wrote {csv_path} and {md_path}; run records in {settings.runs_dir}")
