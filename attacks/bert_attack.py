@@ -62,6 +62,7 @@ import numpy as np
 import torch
 
 from robench.attack import AttackContext, AttackRecipe, ExampleResult
+from robench.attacks.textfooler import describe_encoder, encoder_threshold
 from robench.engine import CachedEmbedder, EngineConfig, Request, Similarity, Words, WordSwapSearch, \
     attack_examples, is_one_word, recover_case, split_words
 from robench.registries import ATTACKS
@@ -78,6 +79,7 @@ class BertAttackParams:
     max_perturbed: float = 0.4  # at most this fraction of the words may change (ceil)
     similarity_threshold: float = 0.2  # the paper's (USE) value; mapped to the encoder used
     similarity_metric: str = "cosine"
+    encoder_threshold: float | None = None  # a threshold on the encoder used; None: mapped from the above
     importance_token: str = "[MASK]"  # replaces a word to measure its importance
     mlm_max_length: int = 256  # sub-words the MLM sees (incl. [CLS]/[SEP])
     mlm_batch_size: int = 8
@@ -208,7 +210,7 @@ def build_search(params: BertAttackParams, res: BertAttackResources):
             return []
         return [current.replace(i, w) for w in tables[original.field][i]]
 
-    threshold = float(res.encoder.threshold_for(params.similarity_threshold, params.similarity_metric))
+    threshold = encoder_threshold(params, res.encoder)
     similarity = Similarity(threshold, params.similarity_metric, None, against_original=True)
     greedy = WordSwapSearch(indices, lambda original, i: original.replace(i, params.importance_token),
                             candidates, similarity, lazy=params.lazy_similarity)
@@ -235,13 +237,9 @@ def _attack(ctx: AttackContext, params: BertAttackParams) -> list[ExampleResult]
 
 
 def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, Any]:
-    encoder = dict(getattr(res.encoder, "info", None) or {})
-    encoder.update(paper="Universal Sentence Encoder", paper_threshold=params.similarity_threshold,
-                   metric=params.similarity_metric,
-                   threshold=float(res.encoder.threshold_for(params.similarity_threshold, params.similarity_metric)))
     mlm = dict(getattr(res.mlm, "info", None) or {})
     return {"masked_lm": mlm, "masked_lm_heldout_accuracy": mlm.get("heldout_masked_accuracy"),
-            "sentence_encoder": encoder,
+            "sentence_encoder": describe_encoder(params, res.encoder),
             "stopwords": getattr(res.stopwords, "info", None) or f"{len(res.stopwords)} stopwords"}
 
 

@@ -82,6 +82,7 @@ class TextFoolerParams:
     allow_verb_noun_swap: bool = True
     similarity_threshold: float = USE_THRESHOLD  # the paper's (USE) value; mapped to the encoder used
     similarity_metric: Literal["angular", "cosine"] = "angular"
+    encoder_threshold: float | None = None  # a threshold on the encoder used; None: mapped from the above
     window: int = 15  # words around the swapped word compared by the sentence encoder
     skip_shorter_than_window: bool = True
     lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
@@ -110,6 +111,13 @@ class TextFoolerResources:
     tagger: Any  # .tag(words) -> universal tags
     synonyms: Any  # .neighbours(word, k, min_cos) -> [(word, cos)], most similar first
     encoder: Any  # .embed(texts) -> L2-normalised rows; .threshold_for(paper_threshold, metric)
+
+
+def encoder_threshold(params, encoder: Any) -> float:
+    """`params.encoder_threshold`, else the encoder's value for the paper's threshold (`threshold_for`)."""
+    if params.encoder_threshold is not None:
+        return float(params.encoder_threshold)
+    return float(encoder.threshold_for(params.similarity_threshold, params.similarity_metric))
 
 
 def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:
@@ -154,7 +162,7 @@ def build_search(params: TextFoolerParams, res: TextFoolerResources) -> WordSwap
                 out.append(current.replace(i, new))
         return out
 
-    threshold = float(res.encoder.threshold_for(params.similarity_threshold, params.similarity_metric))
+    threshold = encoder_threshold(params, res.encoder)
     similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
                             skip_shorter_than_window=params.skip_shorter_than_window)
     return WordSwapSearch(indices, lambda original, i: original.delete(i), candidates, similarity,
@@ -172,18 +180,23 @@ def _attack(ctx: AttackContext, params: TextFoolerParams) -> list[ExampleResult]
     return attack_with(ctx, params, load_resources(params, ctx.settings, ctx.victim.device))
 
 
-def _info(obj: Any, default: str) -> Any:
+def _info(obj: Any, default: Any) -> Any:
     return getattr(obj, "info", None) or default
 
 
+def describe_encoder(params: Any, encoder: Any) -> dict[str, Any]:
+    """The encoder's `.info` plus the paper's threshold and the one used on this encoder."""
+    out = dict(_info(encoder, {}))
+    out.update(paper="Universal Sentence Encoder", paper_threshold=params.similarity_threshold,
+               metric=params.similarity_metric, threshold=encoder_threshold(params, encoder),
+               threshold_overridden=params.encoder_threshold is not None)
+    return out
+
+
 def describe(params: TextFoolerParams, res: TextFoolerResources) -> dict[str, Any]:
-    encoder = dict(_info(res.encoder, "sentence encoder"))
-    encoder.update(paper="Universal Sentence Encoder", paper_threshold=params.similarity_threshold,
-                   metric=params.similarity_metric,
-                   threshold=float(res.encoder.threshold_for(params.similarity_threshold, params.similarity_metric)))
     return {
         "synonyms": _info(res.synonyms, params.synonym_source),
-        "sentence_encoder": encoder,
+        "sentence_encoder": describe_encoder(params, res.encoder),
         "pos_tagger": _info(res.tagger, "pos tagger"),
         "stopwords": _info(res.stopwords, f"{len(res.stopwords)} stopwords"),
     }
