@@ -373,6 +373,9 @@ def _adjust(attack, params: TextAttackParams, settings: Settings, device):
             raise RobenchError("k applies only to recipes with embedding or masked-LM word swaps")
         for t in swaps:
             t.max_candidates = params.k
+    for t in parts:  # TextAttack pads MLM inputs to 512 tokens: cap at the MLM's own position limit
+        if isinstance(t, WordSwapMaskedLM):
+            t.max_length = min(t.max_length, t._language_model.config.max_position_embeddings)
     goal = attack.goal_function
     if params.query_budget is not None:
         goal.query_budget = params.query_budget

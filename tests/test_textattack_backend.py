@@ -358,3 +358,26 @@ def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, 
     records = [json.loads(p.read_text()) for p in (tmp_path / "res" / "runs").glob("*.json")]
     assert sorted(r["spec"]["attack"] for r in records) == ["textattack:textfooler", "textfooler"]
     assert len({r["checkpoint"] for r in records}) == 1  # one victim for both
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm(tmp_path_factory, tiny_backbone) -> Path:
+    """A 2-layer random BertForMaskedLM with the MiniLM tokenizer, saved like a hub model."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    path = tmp_path_factory.mktemp("tiny-mlm")
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig.from_pretrained(tiny_backbone)).save_pretrained(path, safe_serialization=True)
+    AutoTokenizer.from_pretrained(tiny_backbone).save_pretrained(path)
+    return path
+
+
+def test_bert_attack_uses_the_given_masked_lm_not_a_download(settings, tiny_backbone, tiny_mlm):
+    spec = tiny_spec(tiny_backbone, attack="textattack:bert-attack", eval_size=3,
+                     attack_params={"mlm": str(tiny_mlm), "sentence_encoder": "use-m3"})
+    record = robench.run(spec, settings, device="cpu")
+    rows = _rows(settings, record)
+    assert len(rows) == 3 and record.metrics["errors"] == 0, [r["error"] for r in rows]
+    res = record.resources["attack"]
+    assert res["masked_lm"]["used"]["name"] == str(tiny_mlm) and res["masked_lm"]["substitutes"] == "bert-base-uncased"
+    assert res["sentence_encoder"]["threshold"] == 0.2 and res["sentence_encoder"]["metric"] == "cosine"
