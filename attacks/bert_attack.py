@@ -62,7 +62,7 @@ import numpy as np
 import torch
 
 from robench.attack import AttackContext, AttackRecipe, ExampleResult
-from robench.attacks.textfooler import describe_encoder, encoder_threshold
+from robench.attacks.textfooler import check_threshold, describe_encoder, encoder_threshold
 from robench.engine import CachedEmbedder, EngineConfig, Request, Similarity, Words, WordSwapSearch, \
     attack_examples, is_one_word, recover_case, split_words
 from robench.registries import ATTACKS
@@ -251,5 +251,5 @@ ATTACKS.register("bert-attack")(AttackRecipe(
     name="bert-attack",
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations), "
             "importance by [MASK], <=40% words, greedy; batched across examples",
-    attack=_attack, params=BertAttackParams, resources=_resources,
+    attack=_attack, params=BertAttackParams, check=check_threshold, resources=_resources,
 ))

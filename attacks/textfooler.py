@@ -69,6 +69,7 @@ from robench.engine import CachedEmbedder, EngineConfig, Similarity, Words, Word
 from robench.registries import ATTACKS
 from robench.resources import ENCODERS, SOURCES as SYNONYM_SOURCES
 from robench.settings import Settings
+from robench.tasks import Task
 
 USE_THRESHOLD = 0.840845057  # TextAttack: 1 - 0.5 / pi, the TextFooler code's USE threshold as an angular similarity
 
@@ -118,6 +119,15 @@ def encoder_threshold(params, encoder: Any) -> float:
     if params.encoder_threshold is not None:
         return float(params.encoder_threshold)
     return float(encoder.threshold_for(params.similarity_threshold, params.similarity_metric))
+
+
+def check_threshold(task: Task, params: Any) -> None:
+    """Before training: the paper's threshold must have a mapping on the chosen encoder (or be overridden)."""
+    if params.encoder_threshold is None:
+        from robench.resources import SentenceEncoder
+
+        SentenceEncoder(params.sentence_encoder, lambda texts: None, {}).threshold_for(  # no model loaded
+            params.similarity_threshold, params.similarity_metric)
 
 
 def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:
@@ -212,5 +222,5 @@ ATTACKS.register("textfooler")(AttackRecipe(
     name="textfooler",
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
-    attack=_attack, params=TextFoolerParams, resources=_resources,
+    attack=_attack, params=TextFoolerParams, check=check_threshold, resources=_resources,
 ))

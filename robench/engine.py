@@ -154,7 +154,10 @@ def _serve(ctx: AttackContext, services: Mapping[str, Service], kind: str, jobs:
     try:
         if kind == "predict":
             return ctx.victim.predict_many([(job.pending.items, job.counter) for job in jobs])
-        answers = services[kind]([item for job in jobs for item in job.pending.items])
+        items = [item for job in jobs for item in job.pending.items]
+        answers = services[kind](items)
+        if len(answers) != len(items):
+            raise RuntimeError(f"service {kind!r} answered {len(answers)} of {len(items)} items")
         bounds = np.cumsum([0] + [len(job.pending.items) for job in jobs])
         return [answers[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     except Exception as exc:

@@ -350,3 +350,15 @@ def test_textfooler_end_to_end_with_real_resources(settings, tiny_backbone):
     used = record.resources["attack"]
     assert {"synonyms", "sentence_encoder", "pos_tagger", "stopwords"} <= set(used)
     assert used["sentence_encoder"]["paper_threshold"] == pytest.approx(0.840845057)
+
+
+def test_bad_attack_settings_fail_before_training(settings, tiny_backbone):
+    for params, message in (({"similarity_threshold": 0.123}, "no MiniLM calibration"),
+                            ({"synonym_source": "wordnet"}, "synonym_source must be one of"),
+                            ({"k": 0}, "must be positive")):
+        with pytest.raises(robench.RobenchError, match=message):
+            robench.run(tiny_spec(tiny_backbone, attack="textfooler", attack_params=params), settings, device="cpu")
+    with pytest.raises(robench.RobenchError, match="max_perturbed"):
+        robench.run(tiny_spec(tiny_backbone, attack="bert-attack", attack_params={"max_perturbed": 2}), settings,
+                    device="cpu")
+    assert not settings.checkpoints_dir.exists()
