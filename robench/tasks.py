@@ -8,6 +8,7 @@ users can pass `--data-source hub` to use the Hugging Face hub instead.
 from __future__ import annotations
 
 import csv
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
@@ -154,8 +155,9 @@ def _require(data_dir: Path | None) -> Path:
     return data_dir
 
 
+@functools.lru_cache(maxsize=32)
 def load_split(task: Task, split: Split, data_dir: Path | None, source: Source):
-    """Load and validate one split of `task`."""
+    """Load and validate one split of `task` (memoised: datasets are never modified in place)."""
     ds = task.hub(split) if source == "hub" else task.local(_require(data_dir), split)
     return validate(ds, task, f"{task.name} {split}")
 
