@@ -11,14 +11,16 @@ and the `textattack` import are warmed, so neither run pays one-off setup.
 Printed and written to `<results_dir>/bench/attack-<task>-<n>.{csv,md}`: accuracy
 under attack, attack success rate, average queries (each counted as that attack
 counts them; robench's lazy similarity check queries the victim more, see
-`attacks/textfooler.py`), wall time of the attack stage, the speed ratio, the
-accuracy-under-attack difference, and per-example agreement of the outcomes.
+`attacks/textfooler.py`), wall time of the attack stage and the speed ratio, the
+process CPU time of each run (steadier than wall time on a busy shared machine),
+the accuracy-under-attack difference, and per-example agreement of the outcomes.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import io
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ class Side:
     name: str
     record: Any  # robench.results.RunRecord
     rows: dict[int, dict[str, str]]
+    cpu_seconds: float  # process CPU time of the whole run() call (robust to a busy shared machine)
 
     @property
     def seconds(self) -> float:
@@ -98,9 +101,11 @@ def attack(spec, settings, device: str, console: Console | None) -> Side:
     from robench.results import RunStore
     from robench.runner import run
 
+    cpu = time.process_time()
     record = run(spec, settings, device=device, console=console, force=True)
+    cpu = time.process_time() - cpu
     text = RunStore(settings.runs_dir, spec.run_id).csv_path.read_text(encoding="utf-8")
-    return Side(spec.attack, record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))})
+    return Side(spec.attack, record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))}, cpu)
 
 
 def compare(ours: Side, ref: Side) -> list[tuple[str, str, str, str]]:
@@ -124,6 +129,8 @@ def compare(ours: Side, ref: Side) -> list[tuple[str, str, str, str]]:
         ("attack wall time (s)", f"{ours.seconds:.1f}", f"{ref.seconds:.1f}",
          f"{ref.seconds / ours.seconds:.2f}x faster (target: 5x)"),
         ("seconds per example", f"{ours.seconds / n:.3f}", f"{ref.seconds / r['examples']:.3f}", ""),
+        ("CPU time of the run (s)", f"{ours.cpu_seconds:.1f}", f"{ref.cpu_seconds:.1f}",
+         f"{ref.cpu_seconds / ours.cpu_seconds:.2f}x less CPU"),
         ("same outcome per example", "", "", f"{same_status}/{len(common)}"),
         ("same adversarial text", "", "", f"{same_text}/{len(common)}"),
     ]
