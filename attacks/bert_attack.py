@@ -63,8 +63,8 @@ import torch
 
 from robench.attack import AttackContext, AttackRecipe, ExampleResult
 from robench.attacks.textfooler import check_threshold, describe_encoder, encoder_threshold
-from robench.engine import CachedEmbedder, EngineConfig, Request, Similarity, Words, WordSwapSearch, \
-    attack_examples, is_one_word, recover_case, split_words
+from robench.engine import CachedEmbedder, EngineConfig, Request, SearchFactory, Similarity, Words, \
+    WordSwapSearch, attack_examples, is_one_word, recover_case, split_words
 from robench.registries import ATTACKS
 from robench.resources import ENCODERS
 from robench.settings import Settings
@@ -198,30 +198,28 @@ class MlmCandidates:
         return out
 
 
-def build_search(params: BertAttackParams, res: BertAttackResources):
-    """The per-example search: one MLM request for the candidates, then greedy WIR."""
-    tables: dict[str, list[list[str]]] = {}
+def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFactory:
+    """The per-example search: one MLM request for the candidate table, then greedy WIR over it."""
+    threshold = encoder_threshold(params, res.encoder)
+    similarity = Similarity(threshold, params.similarity_metric, None, against_original=True)
 
     def indices(original: Words) -> list[int]:
         return [i for i, w in enumerate(original.words) if w.lower() not in res.stopwords]
 
-    def candidates(current: Words, original: Words, i: int) -> list[Words]:
-        if current.diff(original) + 1 > math.ceil(params.max_perturbed * len(original.words)):
-            return []
-        return [current.replace(i, w) for w in tables[original.field][i]]
-
-    threshold = encoder_threshold(params, res.encoder)
-    similarity = Similarity(threshold, params.similarity_metric, None, against_original=True)
-    greedy = WordSwapSearch(indices, lambda original, i: original.replace(i, params.importance_token),
-                            candidates, similarity, lazy=params.lazy_similarity)
-
     def search(text: Text, label: int, clean: np.ndarray):
-        field = Words.of(text).field
-        if field not in tables:
-            tables[field] = (yield Request("mlm", [field]))[0]
+        original = Words.of(text)
+        table: list[list[str]] = (yield Request("mlm", [original.field]))[0]
+        budget = math.ceil(params.max_perturbed * len(original.words))
+
+        def candidates(current: Words, original: Words, i: int) -> list[Words]:
+            if current.diff(original) + 1 > budget:
+                return []
+            return [current.replace(i, w) for w in table[i]]
+
+        greedy = WordSwapSearch(indices, lambda words, i: words.replace(i, params.importance_token), candidates,
+                                similarity, lazy=params.lazy_similarity)
         return (yield from greedy(text, label, clean))
 
-    search.greedy = greedy  # type: ignore[attr-defined]  # for its stats
     return search
 
 

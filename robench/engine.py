@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Generator, Literal, Mapping, Sequence
 
 import numpy as np
@@ -440,7 +440,6 @@ class WordSwapSearch:
     candidates: Callable[[Words, Words, int], list[Words]]
     similarity: Similarity | None
     lazy: bool = True
-    stats: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
         original = current = Words.of(text)
@@ -470,7 +469,6 @@ class WordSwapSearch:
               score: float) -> Generator[Request, Any, tuple[Words, np.ndarray] | None]:
         pairs = [self.similarity.pair(current, original, o, i) if self.similarity else None for o in options]
         threshold = self.similarity.threshold if self.similarity else -np.inf
-        self.stats["candidates"] += len(options)
         if self.lazy:
             probs = yield Request("predict", [o.text for o in options])
             scores, flips = goal_scores(probs, label), probs.argmax(axis=1) != label
@@ -478,12 +476,10 @@ class WordSwapSearch:
             try:
                 want = next(select)
                 while True:
-                    self.stats["similarities"] += len(want)
                     want = select.send((yield from similarities(self.similarity, [pairs[j] for j in want])))
             except StopIteration as stop:
                 choice = stop.value
             return None if choice is None else (options[choice], probs[choice])
-        self.stats["similarities"] += len(options)
         sims = yield from similarities(self.similarity, pairs)
         keep = [j for j in range(len(options)) if sims[j] >= threshold]
         if not keep:
