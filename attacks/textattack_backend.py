@@ -110,11 +110,10 @@ class TextAttackParams:
 
 
 def nltk_dir(settings: Settings) -> Path:
-    path = settings.require_data_dir() / "nltk_data"
-    if not path.is_dir():
-        raise RobenchError(f"TextAttack needs NLTK data at {path} (stopwords, tagger, WordNet); "
-                           "point --data-dir at a folder laid out like shared/data")
-    return path
+    """`<data_dir>/nltk_data`, first on NLTK's path (a RobenchError naming the fix when missing)."""
+    from robench.resources import nltk_data_dir
+
+    return nltk_data_dir(settings)
 
 
 @contextlib.contextmanager
@@ -123,8 +122,6 @@ def offline_nltk(settings: Settings) -> Iterator[list[str]]:
     import nltk
 
     path = str(nltk_dir(settings))
-    if path not in nltk.data.path:
-        nltk.data.path.insert(0, path)
     skipped: list[str] = []
 
     def no_download(info_or_id: Any = None, *args: Any, **kwargs: Any) -> bool:
