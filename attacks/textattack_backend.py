@@ -505,6 +505,9 @@ def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Setting
         from robench.resources import masked_lm
 
         out["masked_lm"] = {"substitutes": "bert-base-uncased", "used": masked_lm(settings, device, params.mlm).info}
+    if "homoglyph" in spec.needs:
+        out["homoglyphs"] = ("WordSwapHomoglyphSwap's built-in map; shared/intentional_homoglyphs.txt (missing from "
+                             "the 0.3.11 wheel, used only by the bad-characters attack) left empty")
     nltk_parts = ["stopwords"] + [p for p, need in (("averaged perceptron POS tagger, universal tagset", "pos"),
                                                     ("WordNet 3.0", "wordnet")) if need in spec.needs]
     out["nltk"] = {"data": str(nltk_dir(settings)), "used": nltk_parts, "downloads": "disabled"}
