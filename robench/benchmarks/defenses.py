@@ -10,7 +10,9 @@ counting only models trained in this invocation (reused checkpoints have no
 comparable time; their ratio is left empty).
 
 `--search` instead grid-searches IM-BERT's gamma, T and layers, selecting on
-SST-2 dev accuracy only (no attack, never AdvGLUE).
+SST-2 dev accuracy only (no attack, never AdvGLUE). `--step-cost N` only times
+N training steps per model on the same batches (after one warm-up step) and
+prints the per-step cost relative to `bert`.
 """
 from __future__ import annotations
 
@@ -55,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grid-gamma", type=float, nargs="+", default=[0.005, 0.01, 0.02])
     g.add_argument("--grid-steps", type=int, nargs="+", default=[3, 5])
     g.add_argument("--grid-layers", nargs="+", default=["all"], help="layer sets: all, or e.g. 0,1,2")
+    p.add_argument("--step-cost", type=int, default=0, metavar="N",
+                   help="only time N training steps per model on identical batches; print ratios to bert")
     add_common_args(p)
     return p
 
@@ -68,7 +72,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise RobenchError(f"--{name.replace('_', '-')} must be positive")
     settings = settings_from_args(args)
     console = None if args.quiet else Console(stderr=True)
-    if args.search:
+    if args.step_cost > 0:
+        step_cost(args, settings)
+    elif args.search:
         search(args, settings, console)
     else:
         bench(args, settings, console)
@@ -216,3 +222,64 @@ def _has_tabulate() -> bool:
     except ImportError:
         return False
     return True
+
+
+def step_cost(args, settings: Settings) -> None:
+    """Seconds per training step of each model on the same batches, relative to bert (one process)."""
+    import time
+
+    import torch
+
+    from robench.backbones import load_tokenizer, resolve_backbone
+    from robench.defense import resolve_model
+    from robench.device import autocast, pick_device
+    from robench.registries import TASKS
+    from robench.tasks import load_split, subset
+    from robench.training import _encode
+
+    if "bert" not in args.models:
+        raise RobenchError("--models must include bert: costs are reported relative to it")
+    device, task = pick_device(args.device), TASKS.get(args.task)
+    backbone = resolve_backbone(args.backbone)
+    tokenizer = load_tokenizer(backbone.location)
+    n = args.batch_size * (args.step_cost + 1)
+    data = subset(load_split(task, "train", settings.data_dir, args.data_source or "local"), n, args.seeds[0])
+    from transformers import DataCollatorWithPadding
+
+    collate = DataCollatorWithPadding(tokenizer)
+    features = _encode(tokenizer, task, data, args.max_length)
+    batches = [collate(features[i:i + args.batch_size]) for i in range(0, len(features), args.batch_size)]
+    params, runners = model_params(args.models, args.param), {}
+    for name in args.models:
+        defense = resolve_model(name)
+        resolved = defense.resolve_params(params[name])
+        torch.manual_seed(args.seeds[0])
+        model = defense.build(backbone.location, task.num_labels, resolved).to(device).train()
+        runners[name] = (defense.objective(model, resolved), torch.optim.AdamW(model.parameters(), lr=args.lr))
+    seconds = dict.fromkeys(runners, 0.0)
+    for i, batch in enumerate(batches):  # round robin over models, so machine load hits all of them alike
+        batch = {k: v.to(device) for k, v in batch.items()}
+        for name, (objective, optimizer) in runners.items():
+            _sync(device)
+            start = time.perf_counter()
+            with autocast(device):
+                objective.step(batch)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            objective.after_optimizer_step()
+            _sync(device)
+            if i > 0:  # the first step is a warm-up
+                seconds[name] += (time.perf_counter() - start) / (len(batches) - 1)
+    out = Table(title=f"Training-step cost on {device} (batch {args.batch_size}, {len(batches) - 1} timed steps)")
+    for col in ("model", "s / step", "vs bert"):
+        out.add_column(col, justify="left" if col == "model" else "right")
+    for name, sec in seconds.items():
+        out.add_row(name, f"{sec:.3f}", f"{sec / seconds['bert']:.2f}×")
+    Console().print(out)
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
