@@ -145,8 +145,11 @@ def test_minilm_sentence_encoder_orders_similarity(settings):
     sims = enc.cosine(["the movie was great"] * 3,
                       ["the film was great", "the movie was awful", "the stock market fell sharply today"])
     assert sims[0] > sims[2] and sims[1] > sims[2]
-    for (metric, paper), value in resources.MINILM_THRESHOLDS.items():
-        assert enc.threshold_for(paper, metric) == value
+    assert enc.threshold_for(0.840845, "angular") == pytest.approx(0.826887)
+    assert enc.threshold_for(0.2, "cosine") == 0.2
+    use = resources.sentence_encoder(settings, None, "use-m3")
+    sims = use.cosine(["the movie was great"] * 2, ["the film was great", "the stock market fell sharply today"])
+    assert sims[0] > sims[1] and use.threshold_for(0.840845, "angular") == 0.840845
 
 
 def _tiny_mlm():
@@ -228,3 +231,16 @@ def test_cli_resources_list(settings, capsys):
     described = resources.describe_all(settings)
     assert described["masked-lm:built"]["status"].startswith("not built")
     assert json.dumps(described)
+
+
+def test_calibration_pairs_are_single_swaps_in_windows(settings):
+    table, stop = synonym_table(settings, "neighbors"), stopwords(settings)
+    pairs = resources.calibration_pairs(settings, table, stop, n=10, seed=0)
+    assert 0 < len(pairs["window"]) == len(pairs["sentence"]) <= 10
+    for a, b in pairs["window"]:
+        wa, wb = a.split(), b.split()
+        assert len(wa) == len(wb) == 15 and sum(x != y for x, y in zip(wa, wb)) == 1
+    for a, b in pairs["sentence"]:
+        wa, wb = a.split(), b.split()
+        changed = sum(x != y for x, y in zip(wa, wb))
+        assert len(wa) == len(wb) and 1 <= changed <= round(0.4 * len(wa))
