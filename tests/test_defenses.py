@@ -236,3 +236,12 @@ def test_im_connection_residual_falls_on_real_minilm_layers():
         layer._solve(hidden[i], hidden[i + 1], mask, (), {}, differentiable=False, trace=trace)
         assert all(b < a for a, b in zip(trace, trace[1:])), trace
         assert trace[-1] < 0.85 * trace[0], trace
+
+
+def test_bench_param_parsing():
+    from robench.benchmarks.defenses import model_params
+
+    assert model_params(["bert", "imbert"], ["imbert:im_gamma=0.02", "imbert:im_layers=0,1"]) == {
+        "bert": {}, "imbert": {"im_gamma": 0.02, "im_layers": "0,1"}}
+    with pytest.raises(RobenchError, match="MODEL:KEY=VALUE"):
+        model_params(["bert"], ["im_gamma=0.02"])
