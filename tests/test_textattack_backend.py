@@ -336,6 +336,9 @@ def test_textfooler_end_to_end_on_real_offline_resources(settings, tiny_backbone
     assert res["synonyms"]["used"]["name"] == "counterfitted-neighbors"
     assert res["sentence_encoder"]["used"]["name"] == "minilm-sentence-encoder"
     assert res["sentence_encoder"]["recipe_threshold"] == 0.840845057 and res["sentence_encoder"]["metric"] == "angular"
+    from robench.resources import MINILM_THRESHOLDS
+
+    assert res["sentence_encoder"]["threshold"] == MINILM_THRESHOLDS[("angular", 0.840845)]  # the calibrated mapping
     assert "POS" in " ".join(res["nltk"]["used"])
 
 
