@@ -195,6 +195,10 @@ class SynonymTable:
                 out.append((self.words[j], c))
         return out
 
+    def textattack_nn_matrix(self) -> np.ndarray:
+        """`nn` with each word's own id prepended: TextAttack's `WordEmbedding.nearest_neighbours` skips column 0."""
+        return np.concatenate([np.arange(len(self.words), dtype=np.int32)[:, None], self.nn], axis=1)
+
     def cos(self, a: str, b: str) -> float | None:
         """Cosine of two words; None when either is OOV (or, without vectors, when b is not a listed neighbour)."""
         i, j = self.index.get(a), self.index.get(b)
@@ -639,8 +643,6 @@ def build_mlm(settings: Settings, device=None, config: MlmBuildConfig = MlmBuild
     from transformers import BertForMaskedLM
 
     from robench.backbones import load_tokenizer, resolve_backbone
-    from robench.device import autocast
-    from robench.progress import progress_bar
 
     device = torch.device("cpu") if device is None else device
     resolved = resolve_backbone(backbone)
@@ -657,6 +659,28 @@ def build_mlm(settings: Settings, device=None, config: MlmBuildConfig = MlmBuild
     model.tie_weights()
     model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     before = heldout_accuracy(model, tokenizer, held, device, config)
+    started = time.perf_counter()
+    losses = _train_mlm(model, tokenizer, train, device, config, console)
+    seconds = time.perf_counter() - started
+    after = heldout_accuracy(model, tokenizer, held, device, config)
+    record = {"format": FORMAT, "backbone": asdict(resolved), "config": asdict(config), "device": str(device),
+              "steps_done": len(losses), "train_seconds": round(seconds, 1),
+              "seconds_per_step": round(seconds / max(len(losses), 1), 4),
+              "corpus": {"texts": len(texts), "train_texts": len(train), "heldout_texts": n_held, "sources": counts},
+              "heldout_accuracy_before": before, "heldout_accuracy_after": after,
+              "final_loss": float(np.mean(losses[-20:])) if losses else None,
+              "frozen": list(FROZEN), "decoding": "masked positions only"}
+    _save_mlm(model, tokenizer, record, mlm_dir(settings, backbone), config.save_dtype)
+    return record
+
+
+def _train_mlm(model, tokenizer, train: list[list[int]], device, config: MlmBuildConfig, console) -> list[float]:
+    """AdamW with linear warmup/decay on masked-only decoding; returns the loss of every step taken."""
+    import torch
+
+    from robench.device import autocast
+    from robench.progress import progress_bar
+
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.01, fused=device.type == "cuda")
     warm = max(1, int(config.warmup * config.steps))
@@ -670,8 +694,7 @@ def build_mlm(settings: Settings, device=None, config: MlmBuildConfig = MlmBuild
     model.train()
     with progress_bar(console) as bar:
         task = bar.add_task("building MLM", total=config.steps)
-        step = 0
-        while step < config.steps:
+        while len(losses) < config.steps:
             if config.max_minutes is not None and time.perf_counter() - started > 60 * config.max_minutes:
                 break
             ids = next(_batches(train, rng.integers(0, len(train), config.batch_size), config.batch_size,
@@ -690,19 +713,8 @@ def build_mlm(settings: Settings, device=None, config: MlmBuildConfig = MlmBuild
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.item())
-            step += 1
             bar.update(task, advance=1, description=f"building MLM (loss {np.mean(losses[-20:]):.2f})")
-    seconds = time.perf_counter() - started
-    after = heldout_accuracy(model, tokenizer, held, device, config)
-    record = {"format": FORMAT, "backbone": asdict(resolved), "config": asdict(config), "device": str(device),
-              "steps_done": step, "train_seconds": round(seconds, 1),
-              "seconds_per_step": round(seconds / max(step, 1), 4),
-              "corpus": {"texts": len(texts), "train_texts": len(train), "heldout_texts": n_held, "sources": counts},
-              "heldout_accuracy_before": before, "heldout_accuracy_after": after,
-              "final_loss": float(np.mean(losses[-20:])) if losses else None,
-              "frozen": list(FROZEN), "decoding": "masked positions only"}
-    _save_mlm(model, tokenizer, record, mlm_dir(settings, backbone), config.save_dtype)
-    return record
+    return losses
 
 
 def _save_mlm(model, tokenizer, record: dict, target: Path, dtype: str) -> None:

@@ -78,6 +78,8 @@ def test_synonym_table_ordering_filtering_and_oov():
     assert all(c >= 0.9 for _, c in table.neighbours("good", k=5, min_cos=0.9))
     assert table.neighbours("nonexistentword") == [] and table.cos("good", "nonexistentword") is None
     assert table.cos("good", "bad") == pytest.approx(_cos(x, "good", "bad"), abs=1e-6)
+    ta = table.textattack_nn_matrix()
+    assert ta.shape == (6, 6) and ta[1, 0] == 1 and list(ta[1, 1:]) == list(nn[1])
 
 
 def test_neighbour_list_source(settings):
@@ -180,7 +182,7 @@ def test_masked_only_decoding_equals_full_head():
 
 def test_build_mlm_tiny_saves_and_reloads(settings, tiny_backbone):
     backbone = str(tiny_backbone)
-    config = MlmBuildConfig(steps=3, batch_size=8, max_length=24, heldout=40, lr=1e-3)
+    config = MlmBuildConfig(steps=3, batch_size=8, max_length=24, heldout=40, lr=1e-3, save_dtype="bfloat16")
     record = build_mlm(settings, torch.device("cpu"), config, backbone=backbone)
     assert record["steps_done"] == 3 and 0.0 <= record["heldout_accuracy_after"] <= 1.0
     assert record["corpus"]["sources"]["sst2-train"] == 96 and record["corpus"]["heldout_texts"] == 40
@@ -195,6 +197,7 @@ def test_build_mlm_tiny_saves_and_reloads(settings, tiny_backbone):
     torch.testing.assert_close(word, base.embeddings.word_embeddings.weight)  # frozen, shared with the backbone
     assert loaded.model.cls.predictions.decoder.weight.data_ptr() == word.data_ptr()  # tied
     trained = loaded.model.bert.encoder.layer[0].attention.self.query.weight
+    assert trained.dtype == torch.float32  # saved in bfloat16, loaded as float32
     assert not torch.allclose(trained, base.encoder.layer[0].attention.self.query.weight)
     batch = loaded.tokenizer(["a [MASK] movie"], return_tensors="pt")
     assert loaded.model(**batch).logits.shape[-1] == len(loaded.tokenizer)
