@@ -21,6 +21,7 @@ active pair gradients at once and scatter-adds them per word (`torch.index_add_`
 gradient of d(u, w) = 1 - u.w with respect to u, taken on the unit sphere, is u (u.w) - w.
 Deviations: the constraint pairs and the VSP neighbourhoods are restricted to the
 vocabulary passed in (robench uses the 50k most frequent alphabetic GloVe words);
+N(i) is capped at the `max_vsp_neighbours` = 50 nearest words within rho (memory bound);
 VSP pairs are used in both directions (the reference code keeps only i<j by a typo).
 """
 from __future__ import annotations
