@@ -66,7 +66,7 @@ from robench.attacks.textfooler import check_threshold, describe_encoder, encode
 from robench.engine import CachedEmbedder, EngineConfig, Request, SearchFactory, Similarity, Words, \
     WordSwapSearch, attack_examples, is_one_word, recover_case, split_words
 from robench.registries import ATTACKS
-from robench.resources import ENCODERS
+from robench import resources
 from robench.settings import Settings
 from robench.victim import Text
 
@@ -89,8 +89,8 @@ class BertAttackParams:
     encoder_batch_size: int = 128
 
     def __post_init__(self) -> None:
-        if self.sentence_encoder not in ENCODERS:
-            raise ValueError(f"sentence_encoder must be one of {ENCODERS}, got {self.sentence_encoder!r}")
+        if self.sentence_encoder not in resources.ENCODERS:
+            raise ValueError(f"sentence_encoder must be one of {resources.ENCODERS}, got {self.sentence_encoder!r}")
         if self.k < 1 or self.mlm_max_length < 3 or self.mlm_batch_size < 1 or self.concurrency < 1:
             raise ValueError("k, mlm_batch_size and concurrency must be positive, mlm_max_length >= 3")
         if not 0 < self.max_perturbed <= 1:
@@ -111,8 +111,6 @@ class BertAttackResources:
 
 
 def load_resources(params: BertAttackParams, settings: Settings, device) -> BertAttackResources:
-    from robench import resources
-
     return BertAttackResources(resources.stopwords(settings),
                                resources.masked_lm(settings, device, params.masked_lm),
                                resources.sentence_encoder(settings, device, params.sentence_encoder))

@@ -67,7 +67,7 @@ from robench.attack import AttackContext, AttackRecipe, ExampleResult
 from robench.engine import CachedEmbedder, EngineConfig, Similarity, Words, WordSwapSearch, attack_examples, \
     is_one_word, recover_case
 from robench.registries import ATTACKS
-from robench.resources import ENCODERS, SOURCES as SYNONYM_SOURCES
+from robench import resources
 from robench.settings import Settings
 from robench.tasks import Task
 
@@ -92,10 +92,10 @@ class TextFoolerParams:
     encoder_batch_size: int = 128
 
     def __post_init__(self) -> None:
-        if self.sentence_encoder not in ENCODERS:
-            raise ValueError(f"sentence_encoder must be one of {ENCODERS}, got {self.sentence_encoder!r}")
-        if self.synonym_source not in SYNONYM_SOURCES:
-            raise ValueError(f"synonym_source must be one of {SYNONYM_SOURCES}, got {self.synonym_source!r}")
+        if self.sentence_encoder not in resources.ENCODERS:
+            raise ValueError(f"sentence_encoder must be one of {resources.ENCODERS}, got {self.sentence_encoder!r}")
+        if self.synonym_source not in resources.SOURCES:
+            raise ValueError(f"synonym_source must be one of {resources.SOURCES}, got {self.synonym_source!r}")
         if self.similarity_metric not in ("angular", "cosine"):
             raise ValueError(f"similarity_metric must be 'angular' or 'cosine', got {self.similarity_metric!r}")
         if self.k < 1 or self.window < 1 or self.concurrency < 1 or self.encoder_batch_size < 1:
@@ -124,15 +124,11 @@ def encoder_threshold(params, encoder: Any) -> float:
 def check_threshold(task: Task, params: Any) -> None:
     """Before training: the paper's threshold must have a mapping on the chosen encoder (or be overridden)."""
     if params.encoder_threshold is None:
-        from robench.resources import SentenceEncoder
-
-        SentenceEncoder(params.sentence_encoder, lambda texts: None, {}).threshold_for(  # no model loaded
+        resources.SentenceEncoder(params.sentence_encoder, lambda texts: None, {}).threshold_for(  # no model loaded
             params.similarity_threshold, params.similarity_metric)
 
 
 def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:
-    from robench import resources
-
     return TextFoolerResources(resources.stopwords(settings), resources.pos_tagger(settings),
                                resources.synonym_table(settings, source=params.synonym_source),
                                resources.sentence_encoder(settings, device, params.sentence_encoder))
