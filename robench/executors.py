@@ -115,7 +115,11 @@ class RayExecutor:
                 ray.init(address=address, **quiet)
             else:
                 ray.init(num_cpus=os.cpu_count(), **quiet)
-        gpus = _gpus_per_job(device, resources.gpus, ray.cluster_resources().get("GPU", 0.0))
+        cluster = ray.cluster_resources()
+        if resources.cpus > cluster.get("CPU", 0.0):
+            raise RobenchError(f"each job asks for {resources.cpus} CPUs but the Ray cluster has "
+                               f"{cluster.get('CPU', 0.0):g}; lower [resources] cpus in the grid config")
+        gpus = _gpus_per_job(device, resources.gpus, cluster.get("GPU", 0.0))
         env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         self._task = ray.remote(execute).options(num_cpus=resources.cpus, num_gpus=gpus, max_retries=0,

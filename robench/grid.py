@@ -247,6 +247,8 @@ def grid(config: str | Path | Mapping[str, Any] | GridConfig, settings: Settings
             finally:
                 pool.close()
         driver.write_failures()
+    if console is not None and not console.is_terminal:
+        console.line()  # rich's Live leaves the last line open when not on a terminal
     return GridResult(grid_id, cells, trains, failures_path, time.perf_counter() - start)
 
 
@@ -345,18 +347,22 @@ STYLE = {"pending": "dim", "training": "yellow", "attacking": "cyan", "done": "g
 
 
 class _Board:
-    """A rich table with one row per checkpoint (task, model, seed, ...) and one column per attack."""
+    """A rich table: one row per checkpoint (task, model, seed, ...), then its train job and one column per attack
+    (per attack and eval size, where an attack has several)."""
 
     def __init__(self, cells: list[Cell], trains: list[TrainJob], title: str) -> None:
         self.cells, self.title = cells, title
         self.train_state = {t.key: t for t in trains}
-        self.attacks = list(dict.fromkeys(c.spec.attack for c in cells))
-        varying = [k for k in ("backbone", "train_size", "eval_size")
-                   if len({getattr(c.spec, k) for c in cells}) > 1]
-        self.columns = ["task", "model", "seed", *varying]
-        self.rows: dict[tuple, list[Cell]] = {}
+        sizes: dict[str, set] = {}
         for cell in cells:
-            self.rows.setdefault((cell.checkpoint, cell.spec.eval_size), []).append(cell)
+            sizes.setdefault(cell.spec.attack, set()).add(cell.spec.eval_size)
+        self.attack_columns = {(c.spec.attack, c.spec.eval_size): c.spec.attack if len(sizes[c.spec.attack]) == 1
+                               else f"{c.spec.attack} n={_text(c.spec.eval_size)}" for c in cells}
+        varying = [k for k in ("backbone", "train_size") if len({getattr(c.spec, k) for c in cells}) > 1]
+        self.columns = ["task", "model", "seed", *varying]
+        self.rows: dict[str, list[Cell]] = {}
+        for cell in cells:
+            self.rows.setdefault(cell.checkpoint, []).append(cell)
         self._live = None
 
     def table(self):
@@ -365,15 +371,14 @@ class _Board:
         counts = {s: sum(c.state == s for c in self.cells) for s in STYLE}
         caption = "  ".join(f"[{STYLE[s]}]{s} {n}[/]" for s, n in counts.items() if n)
         table = Table(title=self.title, caption=caption)
-        for name in [*self.columns, "train", *self.attacks]:
+        for name in [*self.columns, "train", *self.attack_columns.values()]:
             table.add_column(name)
-        for (key, _), row in self.rows.items():
-            spec = row[0].spec
+        for key, row in self.rows.items():
             train = self.train_state.get(key)
-            train_text = "skipped" if train is None else _label(train.state, train.attempts)
-            by_attack = {c.spec.attack: _label(c.state, c.attempts) for c in row}
-            table.add_row(*[str(getattr(spec, k)) for k in self.columns], train_text,
-                          *[by_attack.get(a, "") for a in self.attacks])
+            states = {(c.spec.attack, c.spec.eval_size): _label(c.state, c.attempts) for c in row}
+            table.add_row(*[_text(getattr(row[0].spec, k)) for k in self.columns],
+                          "skipped" if train is None else _label(train.state, train.attempts),
+                          *[states.get(column, "") for column in self.attack_columns])
         return table
 
     def live(self, console: Any):
@@ -389,6 +394,10 @@ class _Board:
     def refresh(self) -> None:
         if self._live is not None:
             self._live.update(self.table())
+
+
+def _text(value: Any) -> str:
+    return "full" if value is None else str(value)
 
 
 def _label(state: State, attempts: int) -> str:
@@ -408,6 +417,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--address", help="join this Ray cluster (e.g. HEAD_IP:6379; default: $RAY_ADDRESS or a new "
                                      "local instance)")
     p.add_argument("--max-retries", type=int, default=2, help="retries per failed job (default: 2)")
+    p.add_argument("--cpus-per-job", type=float, help="CPUs each Ray job asks for (overrides [resources] cpus)")
+    p.add_argument("--gpus-per-job", type=float,
+                   help="GPUs each Ray job asks for on CUDA, e.g. 0.25 to run 4 jobs per GPU (overrides [resources] gpus)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells and train jobs; run nothing")
     add_common_args(p)
     p.set_defaults(handler=cmd_grid)
@@ -422,6 +434,13 @@ def cmd_grid(args) -> None:
     cfg = load_config(args.config)
     if args.data_source:
         cfg = dataclasses.replace(cfg, data_source=args.data_source)
+    if args.cpus_per_job is not None or args.gpus_per_job is not None:
+        try:
+            resources = JobResources(cfg.resources.cpus if args.cpus_per_job is None else args.cpus_per_job,
+                                     cfg.resources.gpus if args.gpus_per_job is None else args.gpus_per_job)
+        except ValueError as exc:
+            raise RobenchError(str(exc)) from exc
+        cfg = dataclasses.replace(cfg, resources=resources)
     if args.dry_run:
         cells, trains = plan(expand(cfg), settings)
         Console().print(_Board(cells, trains, f"grid {cfg.name} (dry run)").table())
