@@ -246,6 +246,9 @@ def test_textfooler_resumes_to_the_same_results(tiny_model, settings, tmp_path):
     assert len(rest) == 11 and not set(done) & {r.index for r in rest}
     resumed = sorted([*done.values(), *rest], key=lambda r: r.index)
     assert [dataclasses.asdict(r) for r in resumed] == [dataclasses.asdict(r) for r in full]
+    one_at_a_time = attack_with(make_ctx(settings, new_victim(tiny_model), 16),
+                                dataclasses.replace(params, concurrency=1), fake_textfooler_resources())
+    assert [dataclasses.asdict(r) for r in one_at_a_time] == [dataclasses.asdict(r) for r in full]
     assert {r.status for r in full} >= {"successful", "skipped"}
 
 
