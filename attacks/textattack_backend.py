@@ -98,8 +98,14 @@ class TextAttackParams:
     encoder_threshold: float | None = None  # threshold on the encoder's own scale, used as is (no mapping)
     sentence_encoder: str = "minilm"  # robench encoder replacing USE: minilm (calibrated) or use-m3
     mlm: str = "built"  # masked LM for bert-attack/bae: robench's built MLM, or a hub id when online
+    # "victim": queries go through the robench Victim (cache, counter, budget; dynamic padding);
+    # "huggingface": TextAttack as shipped, its HuggingFaceModelWrapper on the same model (pads every
+    # batch to the tokenizer's maximum length, no robench cache or budget), for speed references only
+    model_wrapper: str = "victim"
 
     def __post_init__(self) -> None:
+        if self.model_wrapper not in ("victim", "huggingface"):
+            raise ValueError(f"model_wrapper must be 'victim' or 'huggingface', got {self.model_wrapper!r}")
         for name in ("query_budget", "k"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -169,19 +175,22 @@ def _classes():
     """TextAttack subclasses, defined on first use so that textattack stays a lazy import."""
     import torch
     from textattack.constraints.semantics.sentence_encoders import SentenceEncoder
-    from textattack.models.wrappers import ModelWrapper
+    from textattack.models.wrappers import HuggingFaceModelWrapper, ModelWrapper
     from textattack.shared import WordEmbedding
 
     class VictimModelWrapper(ModelWrapper):
         """TextAttack's view of a robench Victim: inputs are str (one field) or tuples of str."""
 
-        def __init__(self, victim) -> None:
+        def __init__(self, victim, stock: bool = False) -> None:
             self.victim = victim
             self.model = victim.model  # read by TextAttack's goal-function validator
             self.tokenizer = victim.tokenizer
             self.counter = None  # the current example's robench QueryCounter
+            self.stock = HuggingFaceModelWrapper(victim.model, _capped(victim)) if stock else None
 
         def __call__(self, text_input_list, **kwargs):
+            if self.stock is not None:  # TextAttack as shipped (speed reference): bypasses the victim
+                return self.stock(text_input_list)
             inputs = [x if isinstance(x, tuple) else (x,) for x in text_input_list]
             if self.counter is None:
                 return self.victim.predict_proba(inputs)
@@ -247,6 +256,16 @@ def _classes():
                            homoglyph=HomoglyphSwap)
 
 
+def _capped(victim):
+    """The victim's tokenizer with model_max_length at most the model's positions (the padding length of
+    TextAttack's HuggingFaceModelWrapper; unchanged for MiniLM/BERT, 512 both)."""
+    import copy
+
+    tokenizer = copy.copy(victim.tokenizer)
+    tokenizer.model_max_length = min(tokenizer.model_max_length, victim.model.config.max_position_embeddings)
+    return tokenizer
+
+
 def table_embedding(words: list[str], vectors: np.ndarray | None, nn: np.ndarray):
     """A TextAttack WordEmbedding over robench's candidate table (failures 2 and 3).
 
@@ -289,7 +308,7 @@ def build_attack(spec: TextAttackSpec, victim, params: TextAttackParams, setting
 
     from robench.resources import masked_lm
 
-    wrapper = _classes().wrapper(victim)
+    wrapper = _classes().wrapper(victim, stock=params.model_wrapper == "huggingface")
     recipe = getattr(textattack.attack_recipes, spec.recipe)
     with contextlib.ExitStack() as stack:
         stack.enter_context(offline_nltk(settings))
@@ -484,8 +503,9 @@ def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Setting
     """Every resource the recipe used, with the substitutes for TextAttack's downloads."""
     import torch
 
-    out: dict[str, Any] = {"backend": f"textattack {TEXTATTACK_VERSION}, {spec.recipe}.build(), queries through "
-                                      "the robench victim"}
+    route = ("the robench victim" if params.model_wrapper == "victim" else "TextAttack's HuggingFaceModelWrapper "
+             "(as shipped: pads to the maximum length; no robench cache or budget)")
+    out: dict[str, Any] = {"backend": f"textattack {TEXTATTACK_VERSION}, {spec.recipe}.build(), queries through {route}"}
     device = torch.device("cpu")
     if "embedding" in spec.needs:
         from robench.resources import synonym_table

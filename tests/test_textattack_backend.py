@@ -351,16 +351,20 @@ def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, 
           "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "res"), "--device", "cpu",
           "--quiet"])
     out = capsys.readouterr().out
-    assert "accuracy under attack" in out and "faster" in out
+    assert "accuracy under attack" in out and "speed-up" in out
     rows = list(csv.reader(open(tmp_path / "res" / "bench" / "attack-sst2-3.csv")))
-    assert rows[0] == ["metric", "textfooler", "textattack:textfooler", "comparison"]
-    metrics = {r[0]: r for r in rows[1:]}
-    assert metrics["examples (errors)"][1:3] == ["3 (0)", "3 (0)"]
-    assert metrics["accuracy under attack"][3].endswith("points (target: within 2)")
+    assert rows[0] == ["metric", "textfooler", "textattack:textfooler", "textattack:textfooler (stock wrapper)"]
+    metrics = {r[0]: r[1:] for r in rows[1:]}
+    assert metrics["examples (errors)"] == ["3 (0)"] * 3
+    assert metrics["  robench speed-up, wall (target: 5x)"][0] == "1.00x"
+    # the stock wrapper only changes padding, so TextAttack finds the same texts either way
+    assert metrics["same adversarial text as robench"][1] == metrics["same adversarial text as robench"][2]
     assert (tmp_path / "res" / "bench" / "attack-sst2-3.md").read_text().startswith("### TextFooler on sst2")
     records = [json.loads(p.read_text()) for p in (tmp_path / "res" / "runs").glob("*.json")]
-    assert sorted(r["spec"]["attack"] for r in records) == ["textattack:textfooler", "textfooler"]
-    assert len({r["checkpoint"] for r in records}) == 1  # one victim for both
+    assert sorted(r["spec"]["attack"] for r in records) == ["textattack:textfooler"] * 2 + ["textfooler"]
+    assert len({r["checkpoint"] for r in records}) == 1  # one victim checkpoint for all
+    stock = [r for r in records if r["spec"]["attack_params"].get("model_wrapper") == "huggingface"]
+    assert len(stock) == 1 and "HuggingFaceModelWrapper" in stock[0]["resources"]["attack"]["backend"]
 
 
 @pytest.fixture(scope="module")

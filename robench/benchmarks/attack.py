@@ -1,19 +1,25 @@
 """`robench bench attack`: robench's `textfooler` vs TextAttack's (`textattack:textfooler`), side by side.
 
-Both attacks run in this one process, one after the other, through `robench.run`
+The attacks run in this one process, one after the other, through `robench.run`
 with the same victim checkpoint (fine-tuned once, then reused from the cache), the
 same eval examples, and the same resources and thresholds: candidate table
 (`synonym_source`, K, minimum cosine), sentence encoder and its mapped threshold
 (`similarity_threshold` on the USE scale), window, POS rule and stopwords. Each
 starts with a cold victim cache. Before timing, the checkpoint, the candidate table
-and the `textattack` import are warmed, so neither run pays one-off setup.
+and the `textattack` import are warmed, so no run pays one-off setup.
+
+Columns: robench's textfooler; TextAttack's recipe querying the robench victim
+(the `textattack:textfooler` entry: same batching, cache and dynamic padding, so
+the difference is the attack algorithm); and, unless `--no-stock`, TextAttack as
+shipped, through its `HuggingFaceModelWrapper` (pads every batch to the
+tokenizer's maximum length, 512 for MiniLM), the way users run it.
 
 Printed and written to `<results_dir>/bench/attack-<task>-<n>.{csv,md}`: accuracy
-under attack, attack success rate, average queries (each counted as that attack
-counts them; robench's lazy similarity check queries the victim more, see
-`attacks/textfooler.py`), wall time of the attack stage and the speed ratio, the
-process CPU time of each run (steadier than wall time on a busy shared machine),
-the accuracy-under-attack difference, and per-example agreement of the outcomes.
+under attack and its difference to robench, attack success rate, average queries
+(each counted as that attack counts them; robench's lazy similarity check queries
+the victim more, see `attacks/textfooler.py`), wall time of the attack stage and
+robench's speed-up, the process CPU time of each run (steadier than wall time on a
+busy shared machine), and per-example agreement with robench's outcomes and texts.
 """
 from __future__ import annotations
 
@@ -30,13 +36,13 @@ from rich.table import Table
 
 USE_THRESHOLD = 0.840845057  # TextFooler's USE threshold (angular), as in TextAttack's recipe
 ROBENCH, TEXTATTACK = "textfooler", "textattack:textfooler"
+STOCK = "textattack:textfooler (stock wrapper)"  # TextAttack as shipped: HuggingFaceModelWrapper, max-length padding
 
 
 @dataclass
 class Side:
     """One attack's record and per-example rows (by eval index)."""
 
-    name: str
     record: Any  # robench.results.RunRecord
     rows: dict[int, dict[str, str]]
     cpu_seconds: float  # process CPU time of the whole run() call (robust to a busy shared machine)
@@ -58,6 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--synonym-source", default="counterfitted-glove", help="counterfitted-glove or neighbors")
     p.add_argument("--sentence-encoder", default="minilm", help="minilm (calibrated thresholds) or use-m3")
     p.add_argument("--query-budget", type=int, default=None, help="per example, both attacks (default: none)")
+    p.add_argument("--no-stock", action="store_true",
+                   help="skip the third run, TextAttack with its stock HuggingFaceModelWrapper (the slowest)")
     p.add_argument("--robench-param", action="append", default=[], metavar="KEY=VALUE",
                    help="extra robench textfooler parameter (e.g. concurrency=64)")
     p.add_argument("--data-dir")
@@ -72,18 +80,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def specs(args: argparse.Namespace, data_source: str) -> dict[str, Any]:
-    """The two RunSpecs: identical but for the attack name and robench-only speed knobs."""
+    """RunSpecs by column label: identical but for the attack, robench-only speed knobs and TextAttack's wrapper."""
     from robench.params import parse_assignments
     from robench.spec import RunSpec, TrainConfig
 
-    shared = {"synonym_source": args.synonym_source, "sentence_encoder": args.sentence_encoder, "k": 50, "min_cos": 0.5,
-              "similarity_threshold": USE_THRESHOLD, "query_budget": args.query_budget}
+    shared = {"synonym_source": args.synonym_source, "sentence_encoder": args.sentence_encoder, "k": 50,
+              "min_cos": 0.5, "similarity_threshold": USE_THRESHOLD, "query_budget": args.query_budget}
     robench_only = {"similarity_metric": "angular", "window": 15, "skip_shorter_than_window": True,
                     "allow_verb_noun_swap": True, **parse_assignments(args.robench_param)}
     base = dict(task=args.task, model=args.model, backbone=args.backbone, seed=args.seed, train_size=args.train_size,
                 eval_size=args.examples, data_source=data_source, train=TrainConfig(epochs=args.epochs))
-    return {ROBENCH: RunSpec(attack=ROBENCH, attack_params={**shared, **robench_only}, **base),
-            TEXTATTACK: RunSpec(attack=TEXTATTACK, attack_params=shared, **base)}
+    out = {ROBENCH: RunSpec(attack=ROBENCH, attack_params={**shared, **robench_only}, **base),
+           TEXTATTACK: RunSpec(attack=TEXTATTACK, attack_params=shared, **base)}
+    if not args.no_stock:
+        out[STOCK] = RunSpec(attack=TEXTATTACK, attack_params={**shared, "model_wrapper": "huggingface"}, **base)
+    return out
 
 
 def warm_up(spec, settings, device: str, console: Console | None) -> None:
@@ -105,41 +116,43 @@ def attack(spec, settings, device: str, console: Console | None) -> Side:
     record = run(spec, settings, device=device, console=console, force=True)
     cpu = time.process_time() - cpu
     text = RunStore(settings.runs_dir, spec.run_id).csv_path.read_text(encoding="utf-8")
-    return Side(spec.attack, record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))}, cpu)
+    return Side(record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))}, cpu)
 
 
-def compare(ours: Side, ref: Side) -> list[tuple[str, str, str, str]]:
-    """(metric, robench, textattack, comparison) rows."""
-    m, r = ours.record.metrics, ref.record.metrics
+def compare(sides: list[Side]) -> list[list[str]]:
+    """One row per metric, one column per side; ratios and agreement are relative to the first (robench)."""
+    ours = sides[0]
     pct = lambda v: "-" if v is None else f"{100 * v:.2f}%"  # noqa: E731
     num = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-    common = sorted(set(ours.rows) & set(ref.rows))
-    same_status = sum(ours.rows[i]["status"] == ref.rows[i]["status"] for i in common)
-    same_text = sum(ours.rows[i]["perturbed_text"] == ref.rows[i]["perturbed_text"] for i in common)
-    n = m["examples"]
-    diff = 100 * (m["robust_accuracy"] - r["robust_accuracy"])
-    return [
-        ("examples (errors)", f"{n} ({m['errors']})", f"{r['examples']} ({r['errors']})", ""),
-        ("clean accuracy", pct(m["clean_accuracy"]), pct(r["clean_accuracy"]), ""),
-        ("accuracy under attack", pct(m["robust_accuracy"]), pct(r["robust_accuracy"]),
-         f"{diff:+.2f} points (target: within 2)"),
-        ("attack success rate", pct(m["attack_success_rate"]), pct(r["attack_success_rate"]), ""),
-        ("avg perturbed words %", num(m["avg_perturbed_word_pct"]), num(r["avg_perturbed_word_pct"]), ""),
-        ("avg queries", num(m["avg_queries"]), num(r["avg_queries"]), "each as that attack counts"),
-        ("attack wall time (s)", f"{ours.seconds:.1f}", f"{ref.seconds:.1f}",
-         f"{ref.seconds / ours.seconds:.2f}x faster (target: 5x)"),
-        ("seconds per example", f"{ours.seconds / n:.3f}", f"{ref.seconds / r['examples']:.3f}", ""),
-        ("CPU time of the run (s)", f"{ours.cpu_seconds:.1f}", f"{ref.cpu_seconds:.1f}",
-         f"{ref.cpu_seconds / ours.cpu_seconds:.2f}x less CPU"),
-        ("same outcome per example", "", "", f"{same_status}/{len(common)}"),
-        ("same adversarial text", "", "", f"{same_text}/{len(common)}"),
+
+    def agree(side: Side, column: str) -> str:
+        common = sorted(set(ours.rows) & set(side.rows))
+        return f"{sum(ours.rows[i][column] == side.rows[i][column] for i in common)}/{len(common)}"
+
+    metrics = [s.record.metrics for s in sides]
+    rows = [
+        ["examples (errors)"] + [f"{m['examples']} ({m['errors']})" for m in metrics],
+        ["clean accuracy"] + [pct(m["clean_accuracy"]) for m in metrics],
+        ["accuracy under attack"] + [pct(m["robust_accuracy"]) for m in metrics],
+        ["  difference to robench (points; target: within 2)"] + [
+            f"{100 * (m['robust_accuracy'] - metrics[0]['robust_accuracy']):+.2f}" for m in metrics],
+        ["attack success rate"] + [pct(m["attack_success_rate"]) for m in metrics],
+        ["avg perturbed words %"] + [num(m["avg_perturbed_word_pct"]) for m in metrics],
+        ["avg queries (as each attack counts)"] + [num(m["avg_queries"]) for m in metrics],
+        ["attack wall time (s)"] + [f"{s.seconds:.1f}" for s in sides],
+        ["seconds per example"] + [f"{s.seconds / max(m['examples'], 1):.3f}" for s, m in zip(sides, metrics)],
+        ["  robench speed-up, wall (target: 5x)"] + [f"{s.seconds / ours.seconds:.2f}x" for s in sides],
+        ["CPU time of the run (s)"] + [f"{s.cpu_seconds:.1f}" for s in sides],
+        ["  robench speed-up, CPU"] + [f"{s.cpu_seconds / ours.cpu_seconds:.2f}x" for s in sides],
+        ["same outcome as robench"] + [agree(s, "status") for s in sides],
+        ["same adversarial text as robench"] + [agree(s, "perturbed_text") for s in sides],
     ]
+    return rows
 
 
-def write(rows: list[tuple[str, str, str, str]], title: str, target: Path) -> tuple[Path, Path]:
+def write(rows: list[list[str]], header: list[str], title: str, target: Path) -> tuple[Path, Path]:
     from robench.results import atomic_write
 
-    header = ("metric", ROBENCH, TEXTATTACK, "comparison")
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(header)
@@ -160,19 +173,19 @@ def main(argv: list[str]) -> None:
     settings = resolve_settings(args.data_dir, args.cache_dir, args.results_dir)
     device = str(pick_device(args.device))
     console = None if args.quiet else Console(stderr=True)
-    both = specs(args, "local" if settings.data_dir is not None else "hub")
-    warm_up(both[ROBENCH], settings, device, console)
-    ours = attack(both[ROBENCH], settings, device, console)
-    ref = attack(both[TEXTATTACK], settings, device, console)
+    runs = specs(args, "local" if settings.data_dir is not None else "hub")
+    warm_up(runs[ROBENCH], settings, device, console)
+    sides = [attack(spec, settings, device, console) for spec in runs.values()]
     title = (f"TextFooler on {args.task}: robench vs TextAttack 0.3.11 ({args.model}/{args.backbone}, "
              f"train {args.train_size}×{args.epochs} ep, {args.examples} examples, seed {args.seed}, {device}, "
              f"synonyms {args.synonym_source}, encoder {args.sentence_encoder})")
-    rows = compare(ours, ref)
+    header, rows = ["metric", *runs], compare(sides)
     table = Table(title=title)
-    for col in ("metric", ROBENCH, TEXTATTACK, "comparison"):
-        table.add_column(col, justify="left" if col in ("metric", "comparison") else "right")
+    for col in header:
+        table.add_column(col, justify="left" if col == "metric" else "right")
     for row in rows:
         table.add_row(*row)
     Console(width=max(Console().width, 132)).print(table)
-    csv_path, md_path = write(rows, title, settings.results_dir / "bench" / f"attack-{args.task}-{args.examples}")
+    csv_path, md_path = write(rows, header, title,
+                              settings.results_dir / "bench" / f"attack-{args.task}-{args.examples}")
     print(f"wrote {csv_path} and {md_path}; run records in {settings.runs_dir}")
