@@ -427,8 +427,8 @@ class WordSwapSearch:
     """Greedy word substitution in word-importance order (TextAttack's GreedyWordSwapWIR).
 
     `indices(original)`: the words that may change (stopwords excluded), ranked by
-    importance: the drop in 1 - p(gold) when `importance_text(original, i)` replaces
-    the text. `candidates(current, original, i)`: the substitutions for word i that
+    importance: 1 - p(gold) of `importance_text(original, i)` (the word deleted or
+    masked), highest first, ties in text order. `candidates(current, original, i)`: the substitutions for word i that
     pass every cheap constraint. `similarity`: the sentence-encoder constraint,
     checked last; `lazy` evaluates it only where the choice depends on it (the
     victim then also scores candidates the encoder would reject; the chosen texts
