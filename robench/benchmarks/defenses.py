@@ -117,13 +117,13 @@ def bench(args, settings: Settings, console: Console | None) -> None:
             console.log(f"[{i}/{len(specs)}] {spec.model}, train size {spec.train_size}, seed {spec.seed}")
         record = run(spec, settings, device=args.device, console=console)
         fresh[record.run_id] = not record.timings.get("train_cached", True) and record.created >= started
-        table = leaderboard(settings, fresh)
+        table = leaderboard(settings, fresh, args.models)
         write(settings, "defenses", table, markdown(table, args))
     Console().print(rich_table(table, "Defenses vs bert"))
     print(f"wrote {settings.results_dir / 'defenses.csv'} and {settings.results_dir / 'defenses.md'}")
 
 
-def leaderboard(settings: Settings, fresh: dict[str, bool]) -> pd.DataFrame:
+def leaderboard(settings: Settings, fresh: dict[str, bool], models: Sequence[str]) -> pd.DataFrame:
     """Mean ± std per (model, train size) of the given runs, plus training cost relative to bert."""
     frame = records_frame(settings.runs_dir)
     frame = frame[frame["run_id"].isin(fresh)].copy()
@@ -134,7 +134,7 @@ def leaderboard(settings: Settings, fresh: dict[str, bool]) -> pd.DataFrame:
         own, base = timed.get((row["model"], row["train_size"])), timed.get(("bert", row["train_size"]))
         ratios.append(own / base if own is not None and base else float("nan"))
     table["train_cost_vs_bert"] = ratios
-    order = {m: i for i, m in enumerate(dict.fromkeys(frame["model"]))}
+    order = {m: i for i, m in enumerate(models)}
     sizes = pd.to_numeric(table["train_size"], errors="coerce").fillna(float("inf"))
     return table.assign(_size=-sizes, _model=table["model"].map(order)).sort_values(["_size", "_model"]).drop(
         columns=["_size", "_model"]).reset_index(drop=True)
@@ -158,7 +158,7 @@ def markdown(table: pd.DataFrame, args) -> str:
 
 def rich_table(table: pd.DataFrame, title: str) -> Table:
     out = Table(title=title)
-    for name in ["model", "train size", "seeds"] + [label for _, label, _ in COLUMNS] + ["cost vs bert"]:
+    for name in ("model", "train size", "seeds", "clean acc", "AdvGLUE acc", "drop", "cost vs bert"):
         out.add_column(name, justify="left" if name == "model" else "right")
     for _, row in table.iterrows():
         cost = row["train_cost_vs_bert"]
