@@ -245,3 +245,17 @@ def test_bench_param_parsing():
         "bert": {}, "imbert": {"im_gamma": 0.02, "im_layers": "0,1"}}
     with pytest.raises(RobenchError, match="MODEL:KEY=VALUE"):
         model_params(["bert"], ["im_gamma=0.02"])
+
+
+def test_imbert_search_selects_on_dev_accuracy(settings, tiny_backbone, tiny_data, capsys):
+    from robench.benchmarks import defenses
+
+    out = settings.results_dir / "search"
+    defenses.main(["--search", "--backbone", str(tiny_backbone), "--data-dir", str(tiny_data), "--cache-dir",
+                   str(settings.cache_dir), "--results-dir", str(out), "--train-size", "16", "--seeds", "0",
+                   "--epochs", "1", "--max-length", "32", "--device", "cpu", "--quiet",
+                   "--grid-gamma", "0.01", "0.02", "--grid-steps", "1", "--grid-layers", "all", "1"])
+    table = __import__("pandas").read_csv(out / "imbert_search.csv")
+    assert len(table) == 4 and table["dev_accuracy_mean"].is_monotonic_decreasing
+    assert not (settings.runs_dir.parent / "search" / "runs").exists()  # training only: no attack, no AdvGLUE
+    assert "best on dev: --param imbert:im_layers=" in capsys.readouterr().out
