@@ -67,6 +67,8 @@ class Victim:
     def from_checkpoint(cls, path: Path, device: torch.device, **kwargs) -> "Victim":
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        import robench.models  # noqa: F401  (registers IM-BERT with the Auto classes)
+
         model = AutoModelForSequenceClassification.from_pretrained(path)
         return cls(model, AutoTokenizer.from_pretrained(path), device, **kwargs)
 
