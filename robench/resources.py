@@ -195,10 +195,6 @@ class SynonymTable:
                 out.append((self.words[j], c))
         return out
 
-    def textattack_nn_matrix(self) -> np.ndarray:
-        """`nn` with each word's own id prepended: TextAttack's `WordEmbedding.nearest_neighbours` skips column 0."""
-        return np.concatenate([np.arange(len(self.words), dtype=np.int32)[:, None], self.nn], axis=1)
-
     def cos(self, a: str, b: str) -> float | None:
         """Cosine of two words; None when either is OOV (or, without vectors, when b is not a listed neighbour)."""
         i, j = self.index.get(a), self.index.get(b)

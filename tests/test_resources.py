@@ -78,8 +78,6 @@ def test_synonym_table_ordering_filtering_and_oov():
     assert all(c >= 0.9 for _, c in table.neighbours("good", k=5, min_cos=0.9))
     assert table.neighbours("nonexistentword") == [] and table.cos("good", "nonexistentword") is None
     assert table.cos("good", "bad") == pytest.approx(_cos(x, "good", "bad"), abs=1e-6)
-    ta = table.textattack_nn_matrix()
-    assert ta.shape == (6, 6) and ta[1, 0] == 1 and list(ta[1, 1:]) == list(nn[1])
 
 
 def test_neighbour_list_source(settings):
