@@ -68,7 +68,7 @@ from robench.tasks import Task, texts_of
 
 log = logging.getLogger(__name__)
 
-TEXTATTACK_VERSION = "0.3.11"
+TEXTATTACK_VERSION = "0.3.11"  # the version whose offline failures are handled here (see the docstring)
 EMBEDDING_KEY = "textattack_counterfitted_GLOVE_embedding"  # TextAttack's shared-embedding slot
 
 
@@ -505,7 +505,10 @@ def _resources(spec: TextAttackSpec, params: TextAttackParams, settings: Setting
 
     route = ("the robench victim" if params.model_wrapper == "victim" else "TextAttack's HuggingFaceModelWrapper "
              "(as shipped: pads to the maximum length; no robench cache or budget)")
-    out: dict[str, Any] = {"backend": f"textattack {TEXTATTACK_VERSION}, {spec.recipe}.build(), queries through {route}"}
+    from importlib.metadata import version
+
+    out: dict[str, Any] = {"backend": f"textattack {version('textattack')}, {spec.recipe}.build(), queries through "
+                                      f"{route}"}
     device = torch.device("cpu")
     if "embedding" in spec.needs:
         from robench.resources import synonym_table
