@@ -29,7 +29,7 @@ demo: setup
 # System packages some tests need (headless Chromium for the leaderboard page test); needs root/apt.
 test-deps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null)
 
 test: setup test-deps
 	$(BIN)/python -m pytest

@@ -38,13 +38,17 @@ def records_frame(runs_dir: Path) -> pd.DataFrame:
 
 def aggregate(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean and (sample) std over seeds for every setting; `seeds` counts the runs."""
-    metrics = [m for m in METRICS if m in frame.columns]
-    numeric = frame[KEYS + metrics].copy()
+    return mean_std(frame, KEYS, [m for m in METRICS if m in frame.columns], "seeds")
+
+
+def mean_std(frame: pd.DataFrame, keys: list[str], metrics: list[str], count: str) -> pd.DataFrame:
+    """Per group of `keys`: `<metric>_mean` and `<metric>_std` (sample std), and the group size as `count`."""
+    numeric = frame[keys + metrics].copy()
     numeric[metrics] = numeric[metrics].apply(pd.to_numeric, errors="coerce")
-    grouped = numeric.groupby(KEYS, sort=True, dropna=False)
+    grouped = numeric.groupby(keys, sort=True, dropna=False)
     table = grouped[metrics].agg(["mean", "std"])
     table.columns = [f"{m}_{stat}" for m, stat in table.columns]
-    table.insert(0, "seeds", grouped.size())
+    table.insert(0, count, grouped.size())
     return table.reset_index()
 
 
@@ -88,13 +92,8 @@ def analysis_frame(results_dir: Path) -> pd.DataFrame:
 
 def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
     """`table` (from `aggregate`) plus mean and std over seeds of each analysis metric, and `analysis_seeds`."""
-    numeric = analyses[ANALYSIS_KEYS + ANALYSIS_METRICS].copy()
-    numeric[ANALYSIS_METRICS] = numeric[ANALYSIS_METRICS].apply(pd.to_numeric, errors="coerce")
-    grouped = numeric.groupby(ANALYSIS_KEYS, sort=True, dropna=False)
-    extra = grouped[ANALYSIS_METRICS].agg(["mean", "std"])
-    extra.columns = [f"{m}_{stat}" for m, stat in extra.columns]
-    extra.insert(0, "analysis_seeds", grouped.size())
-    return table.merge(extra.reset_index(), on=ANALYSIS_KEYS, how="left")
+    extra = mean_std(analyses, ANALYSIS_KEYS, ANALYSIS_METRICS, "analysis_seeds")
+    return table.merge(extra, on=ANALYSIS_KEYS, how="left")
 
 
 def write_leaderboard(results_dir: Path, analysis: bool = False) -> tuple[pd.DataFrame, Path, Path]:

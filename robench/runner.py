@@ -77,6 +77,7 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
             "data": {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
                      "task_note": task.note or None},
             "attack": recipe.resources(attack_params, settings),
+            "device": str(torch_device),
         },
         metrics=metrics,
         timings={"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
