@@ -259,3 +259,13 @@ def test_imbert_search_selects_on_dev_accuracy(settings, tiny_backbone, tiny_dat
     assert len(table) == 4 and table["dev_accuracy_mean"].is_monotonic_decreasing
     assert not (settings.runs_dir.parent / "search" / "runs").exists()  # training only: no attack, no AdvGLUE
     assert "best on dev: --param imbert:im_layers=" in capsys.readouterr().out
+
+
+def test_low_resource_gets_as_many_steps_as_the_full_subset():
+    from types import SimpleNamespace
+
+    from robench.benchmarks.defenses import epochs_for
+
+    args = SimpleNamespace(train_size=4000, epochs=2, low_resource_epochs=0)
+    assert epochs_for(args, 4000) == 2 and epochs_for(args, 500) == 16
+    assert epochs_for(SimpleNamespace(train_size=4000, epochs=2, low_resource_epochs=5), 500) == 5

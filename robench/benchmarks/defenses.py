@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backbone", default="minilm")
     p.add_argument("--train-size", type=int, default=4000, help="training subset (default 4000)")
     p.add_argument("--low-resource", type=int, default=500, help="low-resource training subset; 0 skips it")
+    p.add_argument("--low-resource-epochs", type=int, default=0,
+                   help="epochs for the low-resource subset (default 0: as many optimisation steps as the full "
+                        "subset gets, i.e. epochs x train-size / low-resource)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float, default=5e-5)
@@ -67,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from robench.cli import settings_from_args
 
     args = build_parser().parse_args(argv)
+    if args.low_resource_epochs < 0:
+        raise RobenchError("--low-resource-epochs must be 0 (same number of steps) or positive")
     for name in ("train_size", "epochs", "batch_size", "max_length"):
         if getattr(args, name) <= 0:
             raise RobenchError(f"--{name.replace('_', '-')} must be positive")
@@ -93,9 +98,17 @@ def model_params(models: Sequence[str], assignments: Sequence[str]) -> dict[str,
     return out
 
 
+def epochs_for(args, size: int) -> int:
+    """Full subset: --epochs. Low-resource subset: --low-resource-epochs, or the same number of steps."""
+    if size == args.train_size:
+        return args.epochs
+    return args.low_resource_epochs or max(1, round(args.epochs * args.train_size / size))
+
+
 def _spec(args, settings: Settings, model: str, seed: int, size: int, params: dict[str, Any]) -> RunSpec:
     source = args.data_source or ("local" if settings.data_dir is not None else "hub")
-    train = TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_length=args.max_length)
+    train = TrainConfig(epochs=epochs_for(args, size), lr=args.lr, batch_size=args.batch_size,
+                        max_length=args.max_length)
     return RunSpec(task=args.task, model=model, attack="advglue", backbone=args.backbone, seed=seed,
                    train_size=size, data_source=source, train=train, model_params=params)
 
@@ -149,8 +162,9 @@ def markdown(table: pd.DataFrame, args) -> str:
         cost = row["train_cost_vs_bert"]
         cells.append("–" if pd.isna(cost) else f"{cost:.2f}×")
         lines.append("| " + " | ".join(cells) + " |")
+    low = f" ({epochs_for(args, args.low_resource)} at {args.low_resource})" if args.low_resource else ""
     note = (f"\n{args.task}, backbone {args.backbone}, seeds {' '.join(map(str, args.seeds))}, "
-            f"{args.epochs} epochs, lr {args.lr}, batch {args.batch_size}; accuracies in %, mean ± std over seeds; "
+            f"{args.epochs} epochs{low}, lr {args.lr}, batch {args.batch_size}; accuracies in %, mean ± std over seeds; "
             "clean = whole SST-2 dev split, AdvGLUE = AdvGLUE dev sst2; training cost = mean train_seconds / "
             "bert's at the same train size, measured in one invocation.\n")
     return "\n".join(lines) + "\n" + note
