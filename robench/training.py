@@ -23,7 +23,7 @@ from robench.spec import RunSpec, content_hash
 from robench.tasks import Task, load_split, subset, texts_of
 from robench.victim import Victim, accuracy
 
-TRAINING_FORMAT = 1  # bump when a change to training would change the weights it produces
+TRAINING_FORMAT = 2  # bump when a change to training would change the weights it produces
 RECORD = "training.json"
 
 
@@ -93,7 +93,7 @@ def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objecti
          "weight_decay": cfg.weight_decay},
         {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, fused=True)  # one kernel per step, CPU and CUDA
     total = len(loader) * cfg.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
     dev_texts, dev_labels = texts_of(dev, task), list(dev["label"])
