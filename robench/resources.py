@@ -863,6 +863,7 @@ def add_cli(sub) -> None:
     q.add_argument("--max-minutes", type=float, default=None, help="stop early after this long (recorded)")
     q.add_argument("--save-dtype", choices=["float32", "bfloat16"], default=defaults.save_dtype)
     q.add_argument("--backbone", default="minilm")
+    q.add_argument("--force", action="store_true", help="rebuild even if a build already exists")
     add_common_args(q)
     q.set_defaults(handler=_cmd_build_mlm)
     q = rsub.add_parser("calibrate", help="map USE similarity thresholds to MiniLM (needs use-m3)")
@@ -914,6 +915,12 @@ def _cmd_build_mlm(args) -> None:
         if getattr(config, name) <= 0:
             raise RobenchError(f"--{name.replace('_', '-')} must be positive")
     settings = _settings(args)
+    existing = mlm_dir(settings, args.backbone) / "build.json"
+    if existing.is_file() and not args.force:
+        build = json.loads(existing.read_text())
+        print(f"kept the existing build in {existing.parent} (held-out masked-token accuracy "
+              f"{build['heldout_accuracy_after']:.3f}); pass --force to rebuild")
+        return
     record = build_mlm(settings, pick_device(args.device), config, args.backbone, _console(args))
     print(json.dumps(record, indent=2, default=str))
     print(f"saved {mlm_dir(settings, args.backbone)}")

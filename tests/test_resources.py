@@ -201,6 +201,19 @@ def test_build_mlm_tiny_saves_and_reloads(settings, tiny_backbone):
     assert loaded.model(**batch).logits.shape[-1] == len(loaded.tokenizer)
 
 
+def test_build_mlm_cli_keeps_an_existing_build(settings, tiny_backbone, capsys):
+    from robench.cli import main
+
+    build_mlm(settings, torch.device("cpu"), MlmBuildConfig(steps=1, batch_size=4, max_length=16, heldout=20),
+              backbone=str(tiny_backbone))
+    stamp = (resources.mlm_dir(settings, str(tiny_backbone)) / "build.json").stat().st_mtime_ns
+    argv = ["resources", "build-mlm", "--backbone", str(tiny_backbone), "--data-dir", str(settings.data_dir),
+            "--cache-dir", str(settings.cache_dir), "--quiet"]
+    assert main(argv) == 0
+    assert "kept the existing build" in capsys.readouterr().out
+    assert (resources.mlm_dir(settings, str(tiny_backbone)) / "build.json").stat().st_mtime_ns == stamp
+
+
 def test_missing_resources_name_the_file_and_the_fix(tmp_path, tiny_backbone):
     empty = tmp_path / "data"
     empty.mkdir()
