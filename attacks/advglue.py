@@ -20,6 +20,7 @@ from typing import Any
 from robench.attack import AttackContext, AttackRecipe, ExampleResult, textattack_metrics
 from robench.errors import RobenchError
 from robench.registries import ATTACKS
+from robench.settings import Settings
 from robench.tasks import Task, load_advglue, subset, texts_of
 
 
@@ -28,7 +29,7 @@ class AdvGlueParams:
     pass
 
 
-def _check(task: Task, params: AdvGlueParams) -> None:
+def _check(task: Task, params: AdvGlueParams, settings: Settings) -> None:
     if task.advglue is None:
         load_advglue(task, None, "local")  # raises the "no AdvGLUE split" error
 

@@ -196,6 +196,14 @@ class MlmCandidates:
         return out
 
 
+def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
+    """Before training: the threshold maps, the stopwords are there and so is the built MLM (if used)."""
+    check_threshold(params)
+    resources.stopwords(settings)
+    if params.masked_lm == resources.BUILT_MLM:
+        resources.require_built_mlm(settings)
+
+
 def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFactory:
     """The per-example search: one MLM request for the candidate table, then greedy WIR over it."""
     threshold = encoder_threshold(params, res.encoder)
@@ -247,5 +255,5 @@ ATTACKS.register("bert-attack")(AttackRecipe(
     name="bert-attack",
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations), "
             "importance by [MASK], <=40% words, greedy; batched across examples",
-    attack=_attack, params=BertAttackParams, check=check_threshold, resources=_resources,
+    attack=_attack, params=BertAttackParams, check=check, resources=_resources,
 ))

@@ -489,13 +489,16 @@ def _error_result(index: int, label: int, text: tuple[str, ...], status: str, ex
                          num_words=len(joined.split()), error=f"{type(exc).__name__}: {exc}")
 
 
-def _check(spec: TextAttackSpec, task: Task, params: TextAttackParams) -> None:
-    from robench.resources import ENCODERS, SOURCES
+def _check(spec: TextAttackSpec, task: Task, params: TextAttackParams, settings: Settings) -> None:
+    from robench import resources
 
-    if "embedding" in spec.needs and params.synonym_source not in SOURCES:
-        raise RobenchError(f"unknown synonym_source {params.synonym_source!r} (known: {', '.join(SOURCES)})")
-    if "encoder" in spec.needs and params.sentence_encoder not in ENCODERS:
-        raise RobenchError(f"unknown sentence_encoder {params.sentence_encoder!r} (known: {', '.join(ENCODERS)})")
+    if "encoder" in spec.needs and params.sentence_encoder not in resources.ENCODERS:
+        raise RobenchError(f"unknown sentence_encoder {params.sentence_encoder!r} "
+                           f"(known: {', '.join(resources.ENCODERS)})")
+    if "embedding" in spec.needs:
+        resources.require_synonym_source(settings, params.synonym_source)
+    if "mlm" in spec.needs and params.mlm == resources.BUILT_MLM:
+        resources.require_built_mlm(settings)
 
 
 

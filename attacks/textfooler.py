@@ -121,11 +121,19 @@ def encoder_threshold(params, encoder: Any) -> float:
     return float(encoder.threshold_for(params.similarity_threshold, params.similarity_metric))
 
 
-def check_threshold(task: Task, params: Any) -> None:
+def check_threshold(params: Any) -> None:
     """Before training: the paper's threshold must have a mapping on the chosen encoder (or be overridden)."""
     if params.encoder_threshold is None:
         resources.SentenceEncoder(params.sentence_encoder, lambda texts: None, {}).threshold_for(  # no model loaded
             params.similarity_threshold, params.similarity_metric)
+
+
+def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
+    """Before training: the threshold maps, and the stopwords, tagger and synonym inputs are there."""
+    check_threshold(params)
+    resources.stopwords(settings)
+    resources.pos_tagger(settings)
+    resources.require_synonym_source(settings, params.synonym_source)
 
 
 def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:
@@ -218,5 +226,5 @@ ATTACKS.register("textfooler")(AttackRecipe(
     name="textfooler",
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
-    attack=_attack, params=TextFoolerParams, check=check_threshold, resources=_resources,
+    attack=_attack, params=TextFoolerParams, check=check, resources=_resources,
 ))

@@ -59,7 +59,8 @@ class AttackRecipe:
     """A registry entry under `robench.attacks`.
 
     `attack(ctx, params)` returns one ExampleResult per attacked example.
-    `check(task, params)` rejects a task the recipe cannot handle *before* training.
+    `check(task, params, settings)` rejects, *before* training, a task the recipe cannot
+    handle or a resource it needs that is missing (cheap checks: no model loading).
     `resources(params, settings)` names every external resource the recipe uses.
     `summarize(results, ctx)` turns results into metrics (TextAttack's by default).
     """
@@ -68,7 +69,7 @@ class AttackRecipe:
     summary: str
     attack: Callable[[AttackContext, Any], list[ExampleResult]]
     params: type
-    check: Callable[[Task, Any], None] = lambda task, params: None
+    check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
     resources: Callable[[Any, Settings], dict[str, Any]] = lambda params, settings: {}
     summarize: Callable[[list[ExampleResult], AttackContext], dict[str, Any]] | None = None
 

@@ -325,6 +325,18 @@ def _neighbour_list_table(settings: Settings) -> SynonymTable:
     return SynonymTable(words, None, nn, nn_cos, info)
 
 
+def require_synonym_source(settings: Settings, source: str) -> None:
+    """Fail before training when `source`'s input files are missing (cheap: file checks only)."""
+    if source == "counterfitted-glove":
+        for rels in CONSTRAINTS.values():
+            for rel in rels:
+                data_file(settings, rel, "Mrkšić counter-fitting constraints")
+    elif source == "neighbors":
+        data_file(settings, NEIGHBOURS_FILE, "counter-fitted neighbour lists")
+    else:
+        raise RobenchError(f"unknown synonym source {source!r}; choose one of {', '.join(SOURCES)}")
+
+
 @functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
 def synonym_table(settings: Settings, source: str = "counterfitted-glove", console=None) -> SynonymTable:
     """The candidate-synonym table: "counterfitted-glove" (built and cached on first use, a few minutes on
@@ -491,11 +503,7 @@ def masked_lm(settings: Settings, device=None, name: str = BUILT_MLM, backbone: 
         info = {"name": name, "origin": "hub id or local path", "substitute":
                 False if name == "bert-base-uncased" else "for bert-base-uncased (Li et al. 2020)"}
         return MaskedLM(model.to(device).eval(), tokenizer, info)
-    target = mlm_dir(settings, backbone)
-    if not (target / "build.json").is_file():
-        raise RobenchError(f"no masked LM built in {target}: run `robench resources build-mlm` (see "
-                           "docs/resources.md; ~8 minutes on CPU, better on a GPU), or pass a hub id such as "
-                           "bert-base-uncased when online")
+    target = require_built_mlm(settings, backbone)
     build = json.loads((target / "build.json").read_text())
     model, tokenizer = _load_built_mlm(target, build)
     info = {"name": f"robench-built-mlm-{Path(backbone).name}", "origin": f"{target}: {build['backbone']['fingerprint']} encoder "
@@ -504,6 +512,16 @@ def masked_lm(settings: Settings, device=None, name: str = BUILT_MLM, backbone: 
             "heldout_masked_accuracy": build["heldout_accuracy_after"],
             "heldout_masked_accuracy_before": build["heldout_accuracy_before"], "path": str(target)}
     return MaskedLM(model.to(device).eval(), tokenizer, info)
+
+
+def require_built_mlm(settings: Settings, backbone: str = "minilm") -> Path:
+    """The folder of the MLM built by `robench resources build-mlm`, or an error saying how to build it."""
+    target = mlm_dir(settings, backbone)
+    if not (target / "build.json").is_file():
+        raise RobenchError(f"no masked LM built in {target}: run `robench resources build-mlm` (see "
+                           "docs/resources.md; ~8 minutes on CPU, better on a GPU), or pass a hub id such as "
+                           "bert-base-uncased when online")
+    return target
 
 
 def _load_built_mlm(target: Path, build: dict):

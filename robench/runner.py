@@ -27,10 +27,10 @@ def validate(spec: RunSpec, settings: Settings) -> tuple[dict[str, Any], Any]:
     model_params = resolve_model(spec.model).resolve_params(spec.model_params)
     recipe = ATTACKS.get(spec.attack)
     attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
-    recipe.check(task, attack_params)
     resolve_backbone(spec.backbone)
     if spec.data_source == "local":
         settings.require_data_dir()
+    recipe.check(task, attack_params, settings)
     return model_params, attack_params
 
 

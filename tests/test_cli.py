@@ -62,6 +62,24 @@ def test_unreachable_hub_backbone(capsys, base):
     assert code == 2 and "could not load backbone" in err
 
 
+@pytest.mark.parametrize("attack,missing", [
+    ("bert-attack", "robench resources build-mlm"),  # no MLM built in this cache dir
+    ("textattack:bert-attack", "robench resources build-mlm"),
+    ("textfooler", "counterfitted/mrksic_ppdb_antonyms.txt"),  # the data dir below has no counterfitted/
+    ("textattack:textfooler", "counterfitted/mrksic_ppdb_antonyms.txt"),
+])
+def test_missing_attack_resources_fail_before_training(capsys, base, settings, tmp_path, attack, missing):
+    if "textfooler" in attack:
+        data = tmp_path / "data-without-counterfitted"
+        data.mkdir()
+        for part in ("sst2", "advglue", "nltk_data"):
+            (data / part).symlink_to(settings.data_dir / part)
+        base[base.index("--data-dir") + 1] = str(data)
+    code, err = _run(capsys, "run", *base, "--attack", attack)
+    assert code == 2 and missing in err and "Traceback" not in err
+    assert not (settings.cache_dir / "checkpoints").exists()  # nothing was trained
+
+
 def test_real_process_exit_code_and_no_traceback(base):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "robench.cli", "run", *base, "--model", "nope"],
