@@ -21,12 +21,12 @@ echo "== defenses: clean SST-2, AdvGLUE-sst2, low-resource (same number of steps
 timeout "${T_DEFENSES:-1800}" "${RB[@]}" bench defenses "${LOC[@]}" --results-dir "$OUT/results" "${TRAIN[@]}" \
   --low-resource "$LOW_RESOURCE" --seeds $SEEDS
 
-echo "== IM-BERT search on SST-2 dev only (seed 0), one factor at a time around T=5, gamma=0.01, all layers"
+echo "== IM-BERT search on SST-2 dev only (seeds $SEEDS), one factor at a time around T=5, gamma=0.01, all layers"
 for grid in "layers:--grid-layers all 0,1,2 3,4,5 --grid-steps 5 --grid-gamma 0.01" \
             "steps:--grid-layers all --grid-steps 3 5 --grid-gamma 0.01" \
             "gamma:--grid-layers all --grid-steps 5 --grid-gamma 0.005 0.01 0.02"; do
   timeout "${T_SEARCH:-600}" "${RB[@]}" bench defenses --search "${LOC[@]}" --results-dir "$OUT/search-${grid%%:*}" \
-    "${TRAIN[@]}" --seeds 0 ${grid#*:}
+    "${TRAIN[@]}" --seeds $SEEDS ${grid#*:}
 done
 
 echo "== analysis: diagnostics of arXiv 2108.13602 on the defenses' checkpoints"
