@@ -142,28 +142,3 @@ def summary_table(record: AnalysisRecord):
     layers = ", ".join(f"{v:.3f}" for v in record.cka_per_layer)
     table.add_row("CKA per layer (emb, 1..L)", layers)
     return table
-
-
-def add_cli(sub) -> None:
-    from robench.cli import add_spec_args
-
-    p = sub.add_parser("analyze", help="diagnostics of arXiv 2108.13602 on a fine-tuned checkpoint",
-                       description="Word-order sensitivity, influential-word concentration, representational "
-                                   "diversity and per-layer CKA to the pre-trained encoder (docs/analysis.md).")
-    add_spec_args(p, attack=False)
-    p.add_argument("--examples", type=int, default=100, help="eval examples, chosen by seed (default: 100)")
-    p.add_argument("--shuffles", type=int, default=5, help="random word shuffles per example (default: 5)")
-    p.add_argument("--force", action="store_true", help="recompute even if the record exists")
-    p.set_defaults(handler=cmd_analyze)
-
-
-def cmd_analyze(args) -> None:
-    from rich.console import Console
-
-    from robench.cli import settings_from_args, specs_from_args
-
-    settings, console = settings_from_args(args), None if args.quiet else Console(stderr=True)
-    for spec in specs_from_args(args, settings):
-        record = analyze(spec, settings, args.device, args.examples, args.shuffles, console, args.force)
-        Console().print(summary_table(record))
-        print(f"analysis record: {analysis_dir(settings) / (record.analysis_id + '.json')}")

@@ -1,0 +1,70 @@
+"""Flags and argument -> object conversions shared by the sub-commands."""
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from robench.errors import RobenchError
+
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    """--data-dir, --data-source, --cache-dir, --results-dir, --device, --quiet."""
+    g = p.add_argument_group("locations")
+    g.add_argument("--data-dir", help="data directory laid out like shared/data (default: $ROBENCH_DATA_DIR)")
+    g.add_argument("--data-source", choices=["local", "hub"], default=None,
+                   help="local data directory or the Hugging Face hub (default: local when a data dir is set)")
+    g.add_argument("--cache-dir", help="checkpoints and built resources (default: $ROBENCH_CACHE_DIR or ~/.cache/robench)")
+    g.add_argument("--results-dir", help="run records and leaderboards (default: $ROBENCH_RESULTS_DIR or ./results)")
+    g.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    g.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
+    """The RunSpec flags (model, task, backbone, seeds, sizes, training hyperparameters)."""
+    p.add_argument("--model", default="bert", help="registered model, or architecture+objective (e.g. imbert+freelb)")
+    if attack:
+        p.add_argument("--attack", default="advglue", help="registered attack recipe (default: advglue)")
+    p.add_argument("--task", default="sst2", help="registered task (default: sst2)")
+    p.add_argument("--backbone", default="minilm", help="minilm (embedded), a local path or a hub id")
+    p.add_argument("--seed", type=int, nargs="+", default=[0], help="one or more seeds (default: 0)")
+    p.add_argument("--train-size", type=int, help="train-subset size, chosen by seed (default: all)")
+    p.add_argument("--eval-size", type=int, help="eval/attack-subset size, chosen by seed (default: all)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-length", type=int, default=128, help="longer inputs are truncated (tokens)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="model hyperparameter")
+    if attack:
+        p.add_argument("--attack-param", action="append", default=[], metavar="KEY=VALUE",
+                       help="attack hyperparameter")
+        p.add_argument("--force", action="store_true", help="re-run even if a finished record exists")
+    add_common_args(p)
+
+
+def settings_from_args(args):
+    from robench.settings import resolve_settings
+
+    return resolve_settings(getattr(args, "data_dir", None), getattr(args, "cache_dir", None), args.results_dir)
+
+
+def specs_from_args(args, settings):
+    """One RunSpec per --seed."""
+    from robench.params import parse_assignments
+    from robench.spec import RunSpec, TrainConfig
+
+    source = args.data_source or ("local" if settings.data_dir is not None else "hub")
+    train = TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_length=args.max_length)
+    for name, value in (("--epochs", args.epochs), ("--batch-size", args.batch_size), ("--max-length", args.max_length)):
+        if value <= 0:
+            raise RobenchError(f"{name} must be positive, got {value}")
+    for seed in args.seed:
+        yield RunSpec(task=args.task, model=args.model, attack=getattr(args, "attack", "advglue"),
+                      backbone=args.backbone, seed=seed, train_size=args.train_size, eval_size=args.eval_size,
+                      data_source=source, train=train, model_params=parse_assignments(args.param),
+                      attack_params=parse_assignments(getattr(args, "attack_param", [])))
+
+
+def progress_console(args) -> Console | None:
+    """stderr console for progress bars, or None with --quiet."""
+    return None if getattr(args, "quiet", False) else Console(stderr=True)

@@ -1,0 +1,98 @@
+"""`robench run`, `train`, `list` and `leaderboard`."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from robench.cli.common import add_spec_args, progress_console, settings_from_args, specs_from_args
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="fine-tune (or reuse), attack, write a run record")
+    add_spec_args(p, attack=True)
+    p.set_defaults(handler=cmd_run)
+    p = sub.add_parser("train", help="fine-tune (or reuse the cached checkpoint) only")
+    add_spec_args(p, attack=False)
+    p.set_defaults(handler=cmd_train)
+    p = sub.add_parser("list", help="list registered models, attacks and tasks with their source")
+    p.add_argument("kind", nargs="?", choices=["models", "attacks", "tasks"])
+    p.set_defaults(handler=cmd_list)
+    p = sub.add_parser("leaderboard", help="aggregate run records into leaderboard CSV and Markdown")
+    p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
+    p.add_argument("--with-analysis", action="store_true", help="add `robench analyze` columns (mean ± std)")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained static HTML page (tables, plots)")
+    p.set_defaults(handler=cmd_leaderboard)
+
+
+def cmd_run(args) -> None:
+    from robench.runner import run
+
+    settings, console = settings_from_args(args), progress_console(args)
+    for spec in specs_from_args(args, settings):
+        record = run(spec, settings, device=args.device, console=console, force=args.force)
+        Console().print(summary_table(record))
+        print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
+
+
+def cmd_train(args) -> None:
+    from robench.runner import train
+
+    settings, console = settings_from_args(args), progress_console(args)
+    for spec in specs_from_args(args, settings):
+        trained = train(spec, settings, device=args.device, console=console)
+        state = "reused cached checkpoint" if trained.cached else "trained"
+        print(f"{state}: {trained.checkpoint} (dev accuracy {trained.record['dev_accuracy']:.4f})")
+
+
+ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (clean) accuracy", "clean_accuracy", "%"),
+        ("Accuracy under attack", "robust_accuracy", "%"), ("Accuracy drop", "accuracy_drop", "%"),
+        ("Attack success rate", "attack_success_rate", "%"), ("Skipped attacks", "skipped", "n"),
+        ("Failed attacks", "failed", "n"), ("Successful attacks", "successful", "n"), ("Errors", "errors", "n"),
+        ("Average perturbed word %", "avg_perturbed_word_pct", "f"),
+        ("Average words per input", "avg_words_per_input", "f"), ("Average queries", "avg_queries", "f")]
+
+
+def summary_table(record) -> Table:
+    spec = record.spec
+    table = Table(title=f"{spec['model']} × {spec['attack']} on {spec['task']} "
+                        f"({spec['backbone']}, seed {spec['seed']}, {record.metrics.get('examples')} examples)")
+    table.add_column("Metric")
+    table.add_column("Value", justify="right")
+    for label, key, kind in ROWS:
+        value = record.metrics.get(key)
+        if value is None:
+            continue
+        text = f"{100 * value:.2f}%" if kind == "%" else str(value) if kind == "n" else f"{value:.2f}"
+        table.add_row(label, text)
+    return table
+
+
+def cmd_list(args) -> None:
+    from robench.registries import ATTACKS, MODELS, TASKS
+
+    for name, registry in (("models", MODELS), ("attacks", ATTACKS), ("tasks", TASKS)):
+        if args.kind not in (None, name):
+            continue
+        table = Table(title=name)
+        table.add_column("name")
+        table.add_column("source")
+        table.add_column("summary")
+        for entry in registry.entries():
+            obj = entry.obj
+            summary = getattr(obj, "summary", None) or getattr(obj, "note", "") if obj is not None else \
+                f"(lazy: {entry.entry_point.value})"
+            table.add_row(entry.name, entry.source, summary)
+        Console().print(table)
+
+
+def cmd_leaderboard(args) -> None:
+    from robench.leaderboard import write_leaderboard
+
+    settings = settings_from_args(args)
+    table, csv_path, md_path = write_leaderboard(settings.results_dir, analysis=args.with_analysis)
+    print(md_path.read_text())
+    print(f"wrote {csv_path} and {md_path} ({len(table)} rows)")
+    if args.html:
+        from robench.html import write_html
+
+        print(f"wrote {write_html(settings.results_dir, args.html)}")

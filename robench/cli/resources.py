@@ -1,0 +1,102 @@
+"""`robench resources list|build-synonyms|build-mlm|calibrate`."""
+from __future__ import annotations
+
+import json
+
+from robench.cli.common import add_common_args, progress_console, settings_from_args
+from robench.errors import RobenchError
+from robench.resources import (PAPER_THRESHOLDS, MlmBuildConfig, build_mlm, build_synonyms, calibrate, describe_all,
+                               mlm_dir)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("resources", help="offline attack resources: list, build-synonyms, build-mlm, calibrate")
+    rsub = p.add_subparsers(dest="resources_command", required=True)
+    q = rsub.add_parser("list", help="show each resource, its origin and whether it is available")
+    add_common_args(q)
+    q.set_defaults(handler=_cmd_list)
+    q = rsub.add_parser("build-synonyms", help="counter-fit GloVe and cache the neighbour table")
+    q.add_argument("--vocab-size", type=int, default=50_000)
+    q.add_argument("--k", type=int, default=50)
+    add_common_args(q)
+    q.set_defaults(handler=_cmd_build_synonyms)
+    q = rsub.add_parser("build-mlm", help="train a masked LM from the packaged MiniLM on the local corpora")
+    defaults = MlmBuildConfig()
+    for name in ("steps", "batch_size", "max_length", "heldout", "seed"):
+        q.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
+    q.add_argument("--lr", type=float, default=defaults.lr)
+    q.add_argument("--max-minutes", type=float, default=None, help="stop early after this long (recorded)")
+    q.add_argument("--save-dtype", choices=["float32", "bfloat16"], default=defaults.save_dtype)
+    q.add_argument("--backbone", default="minilm")
+    q.add_argument("--force", action="store_true", help="rebuild even if a build already exists")
+    add_common_args(q)
+    q.set_defaults(handler=_cmd_build_mlm)
+    q = rsub.add_parser("calibrate", help="map USE similarity thresholds to MiniLM (needs use-m3)")
+    q.add_argument("--pairs", type=int, default=400)
+    q.add_argument("--threshold", action="append", default=[], metavar="METRIC:VALUE",
+                   help="extra USE threshold to map, e.g. angular:0.9 (window pairs) ")
+    add_common_args(q)
+    q.set_defaults(handler=_cmd_calibrate)
+
+
+def _settings(args):
+    args.results_dir = getattr(args, "results_dir", None)
+    return settings_from_args(args)
+
+
+def _console(args):
+    return progress_console(args)
+
+
+def _cmd_list(args) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="robench resources")
+    for column in ("resource", "status", "details"):
+        table.add_column(column)
+    for name, info in describe_all(_settings(args)).items():
+        details = {k: v for k, v in info.items() if k != "status"}
+        table.add_row(name, info["status"], json.dumps(details, default=str)[:400])
+    Console().print(table)
+
+
+def _cmd_build_synonyms(args) -> None:
+    table = build_synonyms(_settings(args), args.vocab_size, args.k, console=_console(args))
+    print(json.dumps(table.info, indent=2))
+
+
+def _cmd_build_mlm(args) -> None:
+    from robench.device import pick_device
+
+    config = MlmBuildConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
+                            heldout=args.heldout, seed=args.seed, max_minutes=args.max_minutes,
+                            save_dtype=args.save_dtype)
+    for name in ("steps", "batch_size", "max_length"):
+        if getattr(config, name) <= 0:
+            raise RobenchError(f"--{name.replace('_', '-')} must be positive")
+    settings = _settings(args)
+    existing = mlm_dir(settings, args.backbone) / "build.json"
+    if existing.is_file() and not args.force:
+        build = json.loads(existing.read_text())
+        print(f"kept the existing build in {existing.parent} (held-out masked-token accuracy "
+              f"{build['heldout_accuracy_after']:.3f}); pass --force to rebuild")
+        return
+    record = build_mlm(settings, pick_device(args.device), config, args.backbone, _console(args))
+    print(json.dumps(record, indent=2, default=str))
+    print(f"saved {mlm_dir(settings, args.backbone)}")
+
+
+def _cmd_calibrate(args) -> None:
+    from robench.device import pick_device
+
+    extra = []
+    for item in args.threshold:
+        metric, _, value = item.partition(":")
+        try:
+            extra.append(("window", metric, float(value)))
+        except ValueError as exc:
+            raise RobenchError(f"--threshold must look like angular:0.84, got {item!r}") from exc
+    result = calibrate(_settings(args), pick_device(args.device), args.pairs,
+                       thresholds=PAPER_THRESHOLDS + tuple(extra))
+    print(json.dumps(result, indent=2))
