@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from robench.attack import AttackContext, AttackRecipe, ExampleResult, textattack_metrics
+from robench.data import load_advglue, subset, texts_of
 from robench.errors import RobenchError
+from robench.metrics import textattack_metrics
 from robench.registries import ATTACKS
 from robench.settings import Settings
-from robench.tasks import Task, load_advglue, subset, texts_of
+from robench.types import AttackContext, AttackRecipe, ExampleResult, Task
 
 
 @dataclass(frozen=True)

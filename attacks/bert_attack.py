@@ -60,14 +60,25 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from robench.attack import AttackContext, AttackRecipe, ExampleResult
 from robench.attacks.textfooler import check_threshold, describe_encoder, encoder_threshold
-from robench.engine import CachedEmbedder, EngineConfig, Request, SearchFactory, Similarity, Words, \
-    WordSwapSearch, attack_examples, is_one_word, recover_case, split_words
-from robench.registries import ATTACKS
+
 from robench import resources
+from robench.engine import (
+    CachedEmbedder,
+    EngineConfig,
+    Request,
+    SearchFactory,
+    Similarity,
+    Words,
+    WordSwapSearch,
+    attack_examples,
+    is_one_word,
+    recover_case,
+    split_words,
+)
+from robench.registries import ATTACKS
 from robench.settings import Settings
+from robench.types import AttackContext, AttackRecipe, ExampleResult
 from robench.victim import Text
 
 

@@ -59,12 +59,12 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from robench.attack import AttackContext, AttackRecipe, ExampleResult
+from robench.data import texts_of
 from robench.errors import RobenchError
 from robench.progress import progress_bar
 from robench.registries import ATTACKS
 from robench.settings import Settings
-from robench.tasks import Task, texts_of
+from robench.types import AttackContext, AttackRecipe, ExampleResult, Task
 
 log = logging.getLogger(__name__)
 
@@ -365,7 +365,6 @@ def _replaced(recipe, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
 
 def _adjust(attack, params: TextAttackParams, settings: Settings, device):
     """Replace USE constraints, apply parameter overrides, and rebuild the Attack."""
-    import textattack
     from textattack.constraints.semantics import WordEmbeddingDistance
     from textattack.constraints.semantics.sentence_encoders import SentenceEncoder, UniversalSentenceEncoder
     from textattack.transformations import CompositeTransformation, WordSwapEmbedding, WordSwapMaskedLM
@@ -410,7 +409,8 @@ def _encoder_constraint(use, params: TextAttackParams, settings: Settings, devic
 
     encoder = sentence_encoder(settings, device, params.sentence_encoder)
     window = None if use.window_size == float("inf") else use.window_size
-    return _classes().encoder(encoder, threshold=_threshold(encoder, use.metric, use.threshold, params), metric=use.metric,
+    threshold = _threshold(encoder, use.metric, use.threshold, params)
+    return _classes().encoder(encoder, threshold=threshold, metric=use.metric,
                        compare_against_original=use.compare_against_original, window_size=window,
                        skip_text_shorter_than_window=use.skip_text_shorter_than_window)
 
@@ -425,8 +425,12 @@ def to_example_result(index: int, label: int, result) -> ExampleResult:
     with no success criterion, e.g. input reduction) counts as successful when the
     final prediction differs from the gold label, else as failed.
     """
-    from textattack.attack_results import (FailedAttackResult, MaximizedAttackResult, SkippedAttackResult,
-                                           SuccessfulAttackResult)
+    from textattack.attack_results import (
+        FailedAttackResult,
+        MaximizedAttackResult,
+        SkippedAttackResult,
+        SuccessfulAttackResult,
+    )
 
     original, perturbed = result.original_result, result.perturbed_result
     if isinstance(result, SkippedAttackResult):

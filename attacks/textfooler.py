@@ -63,13 +63,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from robench.attack import AttackContext, AttackRecipe, ExampleResult
-from robench.engine import CachedEmbedder, EngineConfig, Similarity, Words, WordSwapSearch, attack_examples, \
-    is_one_word, recover_case
-from robench.registries import ATTACKS
 from robench import resources
+from robench.engine import (
+    CachedEmbedder,
+    EngineConfig,
+    Similarity,
+    Words,
+    WordSwapSearch,
+    attack_examples,
+    is_one_word,
+    recover_case,
+)
+from robench.registries import ATTACKS
 from robench.settings import Settings
-from robench.tasks import Task
+from robench.types import AttackContext, AttackRecipe, ExampleResult, Task
 
 USE_THRESHOLD = 0.840845057  # TextAttack: 1 - 0.5 / pi, the TextFooler code's USE threshold as an angular similarity
 

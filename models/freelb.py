@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 import torch
 
-from robench.defense import Defense, Objective
 from robench.registries import MODELS
+from robench.types import Defense, Objective
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,9 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 from transformers.models.bert.modeling_bert import BertLayer
 
-from robench.defense import Defense
 from robench.errors import RobenchError
 from robench.registries import MODELS
+from robench.types import Defense
 
 SOLVERS = ("gd", "fixed_point")
 

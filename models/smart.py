@@ -52,8 +52,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from robench.defense import Defense, Objective
 from robench.registries import MODELS
+from robench.types import Defense, Objective
 
 
 @dataclass(frozen=True)

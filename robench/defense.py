@@ -17,57 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
-import torch
 from torch import nn
 
 from robench.errors import RobenchError
 from robench.params import make_params
 from robench.registries import MODELS
-
-
-@dataclass(frozen=True)
-class NoParams:
-    pass
-
-
-class Objective:
-    """Cross-entropy fine-tuning; subclasses change how a step makes its gradients."""
-
-    def __init__(self, model: nn.Module, params: Any) -> None:
-        self.model = model
-        self.params = params
-
-    def step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Compute the loss for `batch`, call backward, return the detached loss."""
-        loss = self.model(**batch).loss
-        loss.backward()
-        return loss.detach()
-
-    def after_optimizer_step(self) -> None:
-        """Hook run after each optimizer step (e.g. SMART's EMA teacher update)."""
-
-
-class Architecture(Protocol):
-    def __call__(self, backbone: str, num_labels: int, params: Any) -> nn.Module: ...
+from robench.types import Defense, NoParams, Objective
 
 
 def plain_bert(backbone: str, num_labels: int, params: Any) -> nn.Module:
     from transformers import AutoModelForSequenceClassification
 
     return AutoModelForSequenceClassification.from_pretrained(backbone, num_labels=num_labels)
-
-
-@dataclass(frozen=True)
-class Defense:
-    """A registry entry under `robench.models`."""
-
-    name: str
-    summary: str
-    architecture: Architecture | None = None  # None: plain BERT
-    objective: type[Objective] | None = None  # None: cross-entropy
-    params: type = NoParams  # dataclass of this component's hyperparameters
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,9 @@ from typing import Any, Callable, Generator, Literal, Mapping, Sequence
 
 import numpy as np
 
-from robench.attack import AttackContext, ExampleResult
+from robench.data import texts_of
 from robench.progress import progress_bar
-from robench.tasks import texts_of
+from robench.types import AttackContext, ExampleResult
 from robench.victim import QueryBudgetExceeded, QueryCounter, Text
 
 

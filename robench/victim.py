@@ -15,7 +15,6 @@ are enforced in one place, at the victim boundary (as OpenAttack does).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -62,15 +61,6 @@ class Victim:
         self.queries = 0  # model evaluations of inputs not already in the cache
         self.forward_calls = 0  # batches sent through the model
         self._cache: dict[Text, np.ndarray] = {}
-
-    @classmethod
-    def from_checkpoint(cls, path: Path, device: torch.device, **kwargs) -> "Victim":
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        import robench.models  # noqa: F401  (registers IM-BERT with the Auto classes)
-
-        model = AutoModelForSequenceClassification.from_pretrained(path)
-        return cls(model, AutoTokenizer.from_pretrained(path), device, **kwargs)
 
     @property
     def num_labels(self) -> int:

@@ -11,10 +11,23 @@ import pytest
 from conftest import tiny_spec
 
 from robench.analysis import AnalysisRecord, analysis_id, analyze, read_analysis
-from robench.analysis.metrics import (LinearCKA, effective_rank, entropy, gini, linear_cka, mean_pairwise_cosine,
-                                      top_k_share)
-from robench.analysis.probes import (Concentration, deletion_importances, deletions, shuffle_effects, shuffled,
-                                     summarize_words)
+from robench.analysis.metrics import (
+    LinearCKA,
+    effective_rank,
+    entropy,
+    gini,
+    linear_cka,
+    mean_pairwise_cosine,
+    top_k_share,
+)
+from robench.analysis.probes import (
+    Concentration,
+    deletion_importances,
+    deletions,
+    shuffle_effects,
+    shuffled,
+    summarize_words,
+)
 from robench.cli import main
 from robench.errors import RobenchError
 

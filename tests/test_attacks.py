@@ -16,11 +16,11 @@ import torch
 from conftest import tiny_spec
 
 import robench
-from robench.attack import AttackContext, ExampleResult
-from robench.engine import (EngineConfig, Request, Words, attack_examples, select_eager, select_lazy, split_words)
+from robench.data import load_split
+from robench.engine import EngineConfig, Request, Words, attack_examples, select_eager, select_lazy, split_words
 from robench.registries import TASKS
 from robench.results import RunStore
-from robench.tasks import load_split
+from robench.types import AttackContext, ExampleResult
 from robench.victim import QueryBudgetExceeded, QueryCounter, Victim
 
 VOCAB = ("good bad film movie story great dull funny plot actor scene heart smart bland warm cold fresh stale "
@@ -110,7 +110,7 @@ def make_ctx(settings, victim: Victim, n: int, *, labels_from: Victim | None = N
     t = TASKS.get(task)
     data = load_split(t, "eval", settings.data_dir, "local").select(range(n))
     if labels_from is not None:
-        from robench.tasks import texts_of
+        from robench.data import texts_of
 
         preds = [int(p) for p in labels_from.predict(texts_of(data, t))]
         data = data.remove_columns("label").add_column("label", preds)
@@ -321,9 +321,8 @@ def test_top_combinations_is_exact_and_never_enumerates_the_product():
 
 
 def test_bert_attack_runs_with_a_tiny_masked_lm(tiny_backbone, tiny_model, settings):
-    from transformers import AutoTokenizer, BertForMaskedLM
-
     from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, MlmCandidates, attack_with
+    from transformers import AutoTokenizer, BertForMaskedLM
 
     torch.manual_seed(0)
     mlm = type("MLM", (), {"model": BertForMaskedLM.from_pretrained(tiny_backbone),

@@ -175,9 +175,8 @@ def test_imbert_fixed_point_solver_and_layer_choice(tiny_backbone):
 
 
 def test_imbert_checkpoint_round_trip_through_auto_classes(tiny_backbone, tmp_path):
-    from transformers import AutoModelForSequenceClassification
-
     from robench.models.imbert import IMBertForSequenceClassification
+    from transformers import AutoModelForSequenceClassification
 
     model, _ = _model(tiny_backbone, "imbert", im_steps=2, im_gamma=0.05, im_layers=[0])
     model.save_pretrained(tmp_path, safe_serialization=True)
@@ -215,10 +214,10 @@ def test_defenses_bench_tiny_end_to_end(settings, tiny_backbone, tiny_data, caps
 
 @pytest.mark.integration
 def test_im_connection_residual_falls_on_real_minilm_layers():
+    from robench.models.imbert import IMBertParams, build_imbert
     from transformers import AutoTokenizer
 
     from robench.backbones import resolve_backbone
-    from robench.models.imbert import IMBertParams, build_imbert
 
     location = resolve_backbone("minilm").location
     model = build_imbert(location, 2, IMBertParams(im_steps=0)).eval()

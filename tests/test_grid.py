@@ -75,7 +75,8 @@ def test_expand_is_the_cartesian_product_with_overrides():
     ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "sedes": [0]}, "unknown key"),
     ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "seeds": [0, 0]}, "twice"),
     ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "train_size": 0}, "positive integers"),
-    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "eval_size": {"textfooler": 5}}, "not in the grid"),
+    ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "eval_size": {"textfooler": 5}},
+     "not in the grid"),
     ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "model_params": {"smart": {}}}, "not in the grid"),
     ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "train": {"epoch": 1}}, "unknown hyperparameter"),
     ({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "resources": {"cpus": 0}}, "positive"),
@@ -99,7 +100,8 @@ def test_reference_grid_expands_to_72_cells_on_24_checkpoints():
     assert len(specs) == 2 * 4 * 3 * 3 == len({s.run_id for s in specs})
     assert {s.task for s in specs} == {"sst2", "rte"} and {s.backbone for s in specs} == {"minilm"}
     assert {s.model for s in specs} == {"bert", "imbert", "freelb", "smart"}
-    assert {s.attack for s in specs} == {"advglue", "textfooler", "bert-attack"} and {s.seed for s in specs} == {0, 1, 2}
+    assert {s.attack for s in specs} == {"advglue", "textfooler", "bert-attack"}
+    assert {s.seed for s in specs} == {0, 1, 2}
     trainings = {(s.task, s.model, s.seed, s.train_size, s.train) for s in specs}
     assert len(trainings) == 24
     assert {s.eval_size for s in specs if s.attack == "advglue"} == {None}

@@ -10,8 +10,19 @@ import torch
 from robench import resources
 from robench.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids, top_neighbours
 from robench.errors import RobenchError
-from robench.resources import (MlmBuildConfig, SentenceEncoder, SynonymTable, build_mlm, build_synonyms,
-                               mask_tokens, masked_lm, masked_logits, pos_tagger, stopwords, synonym_table)
+from robench.resources import (
+    MlmBuildConfig,
+    SentenceEncoder,
+    SynonymTable,
+    build_mlm,
+    build_synonyms,
+    mask_tokens,
+    masked_lm,
+    masked_logits,
+    pos_tagger,
+    stopwords,
+    synonym_table,
+)
 from robench.settings import Settings, resolve_settings
 
 TOY = ["good", "bad", "great", "awful", "fine", "table"]

@@ -54,7 +54,7 @@ def test_interrupted_attack_resumes_with_same_numbers(settings, tiny_backbone):
     with open(store.partial_path, "w") as fh:  # an attack stopped after 10 examples, mid-write
         for row in rows[:10]:
             typed = {f.name: int(row[f.name]) if f.type == "int" else row[f.name]
-                     for f in dataclasses.fields(robench.attack.ExampleResult)}
+                     for f in dataclasses.fields(robench.types.ExampleResult)}
             fh.write(json.dumps(typed) + "\n")
         fh.write('{"index": 10, "lab')
     resumed = robench.run(spec, settings, device="cpu")

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from robench.analysis import CHUNK, AnalysisConfig, AnalysisRecord
 from robench.analysis.metrics import effective_rank
-from robench.analysis.probes import (RepresentationStats, deletion_importances, shuffle_effects,
-                                     summarize_words)
+from robench.analysis.probes import RepresentationStats, deletion_importances, shuffle_effects, summarize_words
+from robench.analysis.records import CHUNK, AnalysisConfig, AnalysisRecord
 from robench.backbones import resolve_backbone
+from robench.checkpoints import load_victim
+from robench.data import load_split, subset, texts_of
 from robench.device import pick_device
 from robench.errors import RobenchError
 from robench.progress import progress_bar
@@ -21,7 +22,6 @@ from robench.results import git_commit, now, package_versions
 from robench.runner import train
 from robench.settings import Settings
 from robench.spec import RunSpec
-from robench.tasks import load_split, subset, texts_of
 from robench.victim import Victim
 
 
@@ -32,7 +32,7 @@ def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: s
     task = TASKS.get(spec.task)
     data = subset(load_split(task, "eval", settings.data_dir, spec.data_source), config.examples, spec.seed)
     texts, labels = texts_of(data, task), np.asarray(data["label"], dtype=np.int64)
-    victim = Victim.from_checkpoint(trained.checkpoint, torch_device, max_length=spec.train.max_length)
+    victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
     backbone = resolve_backbone(spec.backbone)
     pretrained = _load_pretrained(backbone.location, torch_device)
     loaded = time.perf_counter()

@@ -40,7 +40,7 @@ def main(argv: list[str]) -> None:
     from rich.console import Console
 
     from robench.analysis import analyze
-    from robench.cli import add_spec_args, settings_from_args, specs_from_args
+    from robench.cli.common import add_spec_args, settings_from_args, specs_from_args
     from robench.defense import resolve_model
     from robench.params import parse_assignments
 

@@ -37,7 +37,7 @@ COLUMNS = [("dev_accuracy", "SST-2 dev acc (clean)", True), ("robust_accuracy", 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from robench.cli import add_common_args
+    from robench.cli.common import add_common_args
 
     p = argparse.ArgumentParser(prog="robench bench defenses", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=DEFAULT_MODELS, help="models to compare (bert is the baseline)")
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from robench.cli import settings_from_args
+    from robench.cli.common import settings_from_args
 
     args = build_parser().parse_args(argv)
     if args.low_resource_epochs < 0:
@@ -164,7 +164,8 @@ def markdown(table: pd.DataFrame, args) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     low = f" ({epochs_for(args, args.low_resource)} at {args.low_resource})" if args.low_resource else ""
     note = (f"\n{args.task}, backbone {args.backbone}, seeds {' '.join(map(str, args.seeds))}, "
-            f"{args.epochs} epochs{low}, lr {args.lr}, batch {args.batch_size}; accuracies in %, mean ± std over seeds; "
+            f"{args.epochs} epochs{low}, lr {args.lr}, batch {args.batch_size}; "
+            "accuracies in %, mean ± std over seeds; "
             "clean = whole SST-2 dev split, AdvGLUE = AdvGLUE dev sst2; training cost = mean train_seconds / "
             "bert's at the same train size, measured in one invocation.\n")
     return "\n".join(lines) + "\n" + note
@@ -245,10 +246,10 @@ def step_cost(args, settings: Settings) -> None:
     import torch
 
     from robench.backbones import load_tokenizer, resolve_backbone
+    from robench.data import load_split, subset
     from robench.defense import resolve_model
     from robench.device import autocast, pick_device
     from robench.registries import TASKS
-    from robench.tasks import load_split, subset
     from robench.training import _encode
 
     if "bert" not in args.models:

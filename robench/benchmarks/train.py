@@ -23,12 +23,17 @@ from robench.spec import RunSpec, TrainConfig
 
 def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
     """Train with `transformers.Trainer`; return (seconds, dev accuracy)."""
-    from transformers import (AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer,
-                              TrainingArguments, set_seed)
+    from transformers import (
+        AutoModelForSequenceClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+        set_seed,
+    )
 
     from robench.backbones import load_tokenizer, resolve_backbone
+    from robench.data import load_split, subset, texts_of
     from robench.registries import TASKS
-    from robench.tasks import load_split, subset, texts_of
     from robench.victim import Victim, accuracy
 
     task, backbone, cfg = TASKS.get(spec.task), resolve_backbone(spec.backbone), spec.train

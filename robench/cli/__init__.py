@@ -24,7 +24,8 @@ SUBCOMMANDS: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="robench", description="Adversarial-robustness benchmarking for NLP classifiers.")
+    parser = argparse.ArgumentParser(prog="robench",
+                                     description="Adversarial-robustness benchmarking for NLP classifiers.")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         importlib.import_module(module).add_parser(sub)

@@ -2,9 +2,44 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.table import Table
 
-from robench.analysis import analysis_dir, analyze, summary_table
+from robench.analysis import analysis_dir, analyze
+from robench.analysis.records import AnalysisRecord
 from robench.cli.common import add_spec_args, progress_console, settings_from_args, specs_from_args
+
+ROWS = [  # label, metric key, format
+    ("Dev accuracy (whole eval split)", "dev_accuracy", "%"),
+    ("Accuracy on the analysed examples", "sample_accuracy", "%"),
+    ("Shuffle: prediction changes", "shuffle_flip_rate", "%"),
+    ("Shuffle: gold-prob drop (mean)", "shuffle_gold_prob_drop", "f"),
+    ("Shuffle: |gold-prob change| (mean)", "shuffle_gold_prob_abs_change", "f"),
+    ("Deletion: top-1 word share", "top1_share", "%"),
+    ("Deletion: top-3 words share", "top3_share", "%"),
+    ("Deletion: Gini", "gini", "f"),
+    ("Deletion: entropy (nats)", "entropy", "f"),
+    ("Token cosine within sentence (last layer)", "token_cosine", "f"),
+    ("  pre-trained backbone", "backbone_token_cosine", "f"),
+    ("[CLS] effective rank (centred)", "cls_effective_rank", "f"),
+    ("  pre-trained backbone", "backbone_cls_effective_rank", "f"),
+    ("CKA to pre-trained, mean over layers 1..L", "cka_mean", "f"),
+    ("CKA to pre-trained, last layer", "cka_last", "f"),
+]
+
+
+def summary_table(record: AnalysisRecord):
+    spec, m = record.spec, record.metrics
+    table = Table(title=f"analysis of {spec['model']} on {spec['task']} ({spec['backbone']}, seed {spec['seed']}, "
+                        f"{m['examples']} examples, {record.config['shuffles']} shuffles each)")
+    table.add_column("Metric")
+    table.add_column("Value", justify="right")
+    for label, key, kind in ROWS:
+        value = m.get(key)
+        if value is not None:
+            table.add_row(label, f"{100 * value:.2f}%" if kind == "%" else f"{value:.4f}")
+    layers = ", ".join(f"{v:.3f}" for v in record.cka_per_layer)
+    table.add_row("CKA per layer (emb, 1..L)", layers)
+    return table
 
 
 def add_parser(sub) -> None:

@@ -14,7 +14,8 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data-dir", help="data directory laid out like shared/data (default: $ROBENCH_DATA_DIR)")
     g.add_argument("--data-source", choices=["local", "hub"], default=None,
                    help="local data directory or the Hugging Face hub (default: local when a data dir is set)")
-    g.add_argument("--cache-dir", help="checkpoints and built resources (default: $ROBENCH_CACHE_DIR or ~/.cache/robench)")
+    g.add_argument("--cache-dir",
+                   help="checkpoints and built resources (default: $ROBENCH_CACHE_DIR or ~/.cache/robench)")
     g.add_argument("--results-dir", help="run records and leaderboards (default: $ROBENCH_RESULTS_DIR or ./results)")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -55,7 +56,8 @@ def specs_from_args(args, settings):
 
     source = args.data_source or ("local" if settings.data_dir is not None else "hub")
     train = TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_length=args.max_length)
-    for name, value in (("--epochs", args.epochs), ("--batch-size", args.batch_size), ("--max-length", args.max_length)):
+    sizes = (("--epochs", args.epochs), ("--batch-size", args.batch_size), ("--max-length", args.max_length))
+    for name, value in sizes:
         if value <= 0:
             raise RobenchError(f"{name} must be positive, got {value}")
     for seed in args.seed:

@@ -21,7 +21,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-retries", type=int, default=2, help="retries per failed job (default: 2)")
     p.add_argument("--cpus-per-job", type=float, help="CPUs each Ray job asks for (overrides [resources] cpus)")
     p.add_argument("--gpus-per-job", type=float,
-                   help="GPUs each Ray job asks for on CUDA, e.g. 0.25 to run 4 jobs per GPU (overrides [resources] gpus)")
+                   help="GPUs each Ray job asks for on CUDA, e.g. 0.25 to run 4 jobs per GPU "
+                        "(overrides [resources] gpus)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells and train jobs; run nothing")
     add_common_args(p)
     p.set_defaults(handler=cmd_grid)

@@ -5,8 +5,15 @@ import json
 
 from robench.cli.common import add_common_args, progress_console, settings_from_args
 from robench.errors import RobenchError
-from robench.resources import (PAPER_THRESHOLDS, MlmBuildConfig, build_mlm, build_synonyms, calibrate, describe_all,
-                               mlm_dir)
+from robench.resources import (
+    PAPER_THRESHOLDS,
+    MlmBuildConfig,
+    build_mlm,
+    build_synonyms,
+    calibrate,
+    describe_all,
+    mlm_dir,
+)
 
 
 def add_parser(sub) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch.nn.functional as F
 
-from robench.defense import Defense, Objective
+from robench.types import Defense, Objective
 
 
 @dataclass(frozen=True)

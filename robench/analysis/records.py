@@ -1,0 +1,49 @@
+"""What an analysis is configured by and what it records."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from robench.errors import RobenchError
+from robench.spec import RunSpec, content_hash
+
+ANALYSIS_FORMAT = 1  # bump when a change would change the numbers of an existing record
+CHUNK = 16  # examples per batched victim call in the word probes (a progress step)
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    examples: int = 100  # eval examples, chosen by the spec's seed
+    shuffles: int = 5  # random word shuffles per example
+    batch_size: int = 32  # examples per forward pass when reading hidden states
+
+    def __post_init__(self) -> None:
+        for name in ("examples", "shuffles", "batch_size"):
+            if getattr(self, name) <= 0:
+                raise RobenchError(f"analysis {name} must be positive, got {getattr(self, name)}")
+
+
+@dataclass
+class AnalysisRecord:
+    analysis_id: str
+    run_id: str  # the run record of the same spec, if one is written, has this id
+    spec: dict[str, Any]
+    config: dict[str, Any]
+    metrics: dict[str, float]  # flat scalars (see docs/analysis.md)
+    cka_per_layer: list[float]  # [embeddings, layer 1, ..., layer L]
+    resources: dict[str, Any]
+    timings: dict[str, float]
+    checkpoint: str
+    versions: dict[str, str | None] = field(default_factory=dict)
+    git_commit: str | None = None
+    created: str = ""
+    kind: str = "analysis"
+
+
+def analysis_id(spec: RunSpec, config: AnalysisConfig) -> str:
+    """Content hash of everything that determines the analysis (the attack settings do not)."""
+    d = spec.to_dict()
+    for key in ("attack", "attack_params", "eval_size"):
+        d.pop(key)
+    key = content_hash({"format": ANALYSIS_FORMAT, "spec": d, "config": asdict(config)})
+    return f"{spec.task}-{spec.model}-s{spec.seed}".replace(":", "_").replace("+", "_") + f"-{key}"

@@ -1,0 +1,137 @@
+"""The plain types every layer shares: tasks, defenses, attack recipes and their results.
+
+A leaf module: it imports nothing from robench at run time and registers nothing.
+Built-in entries register themselves in their own modules (`robench.tasks`,
+`robench.models`, `robench.attacks`).
+
+Attack conventions follow TextAttack so numbers are comparable:
+* skipped    - the clean prediction was already wrong; not attacked;
+* failed     - attacked, the model still predicts the gold label;
+* successful - attacked, the prediction flipped;
+* error      - the recipe raised on this example; recorded, left out of the metrics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from robench.settings import Settings
+    from robench.spec import RunSpec
+    from robench.victim import Victim
+
+Split = Literal["train", "eval"]
+Source = Literal["local", "hub"]
+Status = Literal["skipped", "failed", "successful", "error"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A text-classification task and how to load it from each source."""
+
+    name: str
+    text_fields: tuple[str, ...]
+    label_names: tuple[str, ...]
+    local: Callable[[Path, Split], "object"]  # (data_dir, split) -> Dataset
+    hub: Callable[[Split], "object"]  # split -> Dataset
+    advglue: str | None = None  # key of the AdvGLUE dev split for this task
+    note: str = ""  # how the offline data differs from the canonical task, if it does
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+
+@dataclass
+class ExampleResult:
+    """One attacked example; one row of the per-example CSV."""
+
+    index: int  # row in the evaluated split
+    label: int
+    original_text: str
+    perturbed_text: str
+    original_prediction: int
+    perturbed_prediction: int
+    status: Status
+    queries: int = 0
+    num_words: int = 0
+    words_perturbed: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class NoParams:
+    pass
+
+
+class Objective:
+    """Cross-entropy fine-tuning; subclasses change how a step makes its gradients."""
+
+    def __init__(self, model: nn.Module, params: Any) -> None:
+        self.model = model
+        self.params = params
+
+    def step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Compute the loss for `batch`, call backward, return the detached loss."""
+        loss = self.model(**batch).loss
+        loss.backward()
+        return loss.detach()
+
+    def after_optimizer_step(self) -> None:
+        """Hook run after each optimizer step (e.g. SMART's EMA teacher update)."""
+
+
+class Architecture(Protocol):
+    def __call__(self, backbone: str, num_labels: int, params: Any) -> nn.Module: ...
+
+
+@dataclass(frozen=True)
+class Defense:
+    """A registry entry under `robench.models`."""
+
+    name: str
+    summary: str
+    architecture: Architecture | None = None  # None: plain BERT
+    objective: type[Objective] | None = None  # None: cross-entropy
+    params: type = NoParams  # dataclass of this component's hyperparameters
+
+
+@dataclass
+class AttackContext:
+    """What a recipe gets: the victim, the data to attack, and where to persist progress."""
+
+    spec: RunSpec
+    task: Task
+    victim: Victim
+    settings: Settings
+    eval_data: Any  # datasets.Dataset: the eval subset
+    dev_accuracy: float  # the fine-tuned model's accuracy on the whole eval split
+    done: dict[int, ExampleResult]  # results of an interrupted earlier attempt, by index
+    record: Callable[[ExampleResult], None]  # persist one finished example at once
+    console: Console | None = None
+
+
+@dataclass
+class AttackRecipe:
+    """A registry entry under `robench.attacks`.
+
+    `attack(ctx, params)` returns one ExampleResult per attacked example.
+    `check(task, params, settings)` rejects, *before* training, a task the recipe cannot
+    handle or a resource it needs that is missing (cheap checks: no model loading).
+    `resources(params, settings)` names every external resource the recipe uses.
+    `summarize(results, ctx)` turns results into metrics (TextAttack's by default).
+    """
+
+    name: str
+    summary: str
+    attack: Callable[[AttackContext, Any], list[ExampleResult]]
+    params: type
+    check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
+    resources: Callable[[Any, Settings], dict[str, Any]] = lambda params, settings: {}
+    summarize: Callable[[list[ExampleResult], AttackContext], dict[str, Any]] | None = None
