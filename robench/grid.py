@@ -253,15 +253,13 @@ def grid(config: str | Path | Mapping[str, Any] | GridConfig, settings: Settings
 
 def plan(specs: list[RunSpec], settings: Settings) -> tuple[list[Cell], list[TrainJob]]:
     """Validate every spec (fail fast, before any job), skip finished ones, group the rest by checkpoint."""
-    from robench.backbones import resolve_backbone
+    from robench.resolve import resolve_run
     from robench.results import RunStore
-    from robench.runner import validate
     from robench.training import checkpoint_key
 
     cells, trains = [], {}
     for spec in specs:
-        model_params, _ = validate(spec, settings)
-        key = checkpoint_key(spec, resolve_backbone(spec.backbone), model_params)
+        key = checkpoint_key(resolve_run(spec, settings))
         cell = Cell(spec, key)
         cells.append(cell)
         if RunStore(settings.runs_dir, spec.run_id).finished() is not None:

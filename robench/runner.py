@@ -7,14 +7,11 @@ from typing import Any
 
 from rich.console import Console
 
-from robench.backbones import resolve_backbone
 from robench.checkpoints import load_victim
 from robench.data import load_split, subset
-from robench.defense import resolve_model
 from robench.device import pick_device
 from robench.metrics import textattack_metrics
-from robench.params import make_params
-from robench.registries import ATTACKS, TASKS
+from robench.resolve import resolve_run
 from robench.results import RunRecord, RunStore, git_commit, now, package_versions
 from robench.settings import Settings, resolve_settings
 from robench.spec import RunSpec
@@ -22,42 +19,27 @@ from robench.training import TrainedModel, fine_tune
 from robench.types import AttackContext, ExampleResult
 
 
-def validate(spec: RunSpec, settings: Settings) -> tuple[dict[str, Any], Any]:
-    """Fail fast, before any training, on every bad name or setting in `spec`."""
-    task = TASKS.get(spec.task)
-    model_params = resolve_model(spec.model).resolve_params(spec.model_params)
-    recipe = ATTACKS.get(spec.attack)
-    attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
-    resolve_backbone(spec.backbone)
-    if spec.data_source == "local":
-        settings.require_data_dir()
-    recipe.check(task, attack_params, settings)
-    return model_params, attack_params
-
-
 def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
           console: Console | None = None) -> TrainedModel:
     """Fine-tune (or reuse the cached checkpoint of) `spec.model` on `spec.task`."""
-    settings = settings or resolve_settings()
-    TASKS.get(spec.task)
-    resolve_model(spec.model).resolve_params(spec.model_params)
-    return fine_tune(spec, settings, pick_device(device), console)
+    resolved = resolve_run(spec, settings or resolve_settings(), attack=False)
+    return fine_tune(resolved, pick_device(device), console)
 
 
 def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", console: Console | None = None,
         force: bool = False) -> RunRecord:
     """Run `spec` end to end and write its record; return the finished record if there is one."""
     settings = settings or resolve_settings()
-    model_params, attack_params = validate(spec, settings)
+    resolved = resolve_run(spec, settings)
     store = RunStore(settings.runs_dir, spec.run_id)
     if not force and (finished := store.finished()) is not None:
         return finished
     torch_device = pick_device(device)
     start = time.perf_counter()
-    trained = fine_tune(spec, settings, torch_device, console)
+    trained = fine_tune(resolved, torch_device, console)
     trained_at = time.perf_counter()
 
-    task, recipe = TASKS.get(spec.task), ATTACKS.get(spec.attack)
+    task, recipe, attack_params = resolved.task, resolved.recipe, resolved.attack_params
     victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
     eval_data = subset(load_split(task, "eval", settings.data_dir, spec.data_source), spec.eval_size, spec.seed)
     done = {} if force else store.load_partial()
@@ -70,9 +52,7 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     end = time.perf_counter()
 
     record = RunRecord(
-        run_id=spec.run_id, spec=spec.to_dict(),
-        hyperparameters={"train": dataclasses.asdict(spec.train), "model": model_params,
-                         "attack": dataclasses.asdict(attack_params)},
+        run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=resolved.hyperparameters(),
         resources={
             "backbone": trained.record["backbone"],
             "data": {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,

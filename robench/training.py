@@ -13,13 +13,11 @@ from typing import Any
 import torch
 from rich.console import Console
 
-from robench.backbones import Backbone, load_tokenizer, resolve_backbone
+from robench.backbones import load_tokenizer
 from robench.data import load_split, subset, texts_of
-from robench.defense import resolve_model
 from robench.device import autocast
 from robench.progress import progress_bar
-from robench.registries import TASKS
-from robench.settings import Settings
+from robench.resolve import ResolvedRun
 from robench.spec import RunSpec, content_hash
 from robench.types import Task
 from robench.victim import Victim, accuracy
@@ -35,22 +33,21 @@ class TrainedModel:
     record: dict[str, Any]  # hyperparameters, per-epoch history, throughput
 
 
-def checkpoint_key(spec: RunSpec, backbone: Backbone, model_params: dict[str, Any]) -> str:
+def checkpoint_key(run: ResolvedRun) -> str:
     """Hash of everything that determines the fine-tuned weights (not the attack)."""
+    spec = run.spec
     return content_hash({
-        "format": TRAINING_FORMAT, "task": spec.task, "model": spec.model, "backbone": backbone.fingerprint,
+        "format": TRAINING_FORMAT, "task": spec.task, "model": spec.model, "backbone": run.backbone.fingerprint,
         "seed": spec.seed, "train_size": spec.train_size, "data_source": spec.data_source,
-        "train": asdict(spec.train), "model_params": model_params,
+        "train": asdict(spec.train), "model_params": run.model_params,
     }, length=16)
 
 
-def fine_tune(spec: RunSpec, settings: Settings, device: torch.device, console: Console | None = None) -> TrainedModel:
-    """Fine-tune `spec.model` on `spec.task`, or reuse the cached checkpoint of an identical run."""
-    task = TASKS.get(spec.task)
-    defense = resolve_model(spec.model)
-    params = defense.resolve_params(spec.model_params)
-    backbone = resolve_backbone(spec.backbone)
-    target = settings.checkpoints_dir / checkpoint_key(spec, backbone, params)
+def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = None) -> TrainedModel:
+    """Fine-tune `run`'s model on its task, or reuse the cached checkpoint of an identical run."""
+    spec, settings, task, defense, params, backbone = (run.spec, run.settings, run.task, run.defense,
+                                                       run.model_params, run.backbone)
+    target = settings.checkpoints_dir / checkpoint_key(run)
     if (target / RECORD).is_file():
         return TrainedModel(target, True, json.loads((target / RECORD).read_text()))
 

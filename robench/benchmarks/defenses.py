@@ -114,7 +114,8 @@ def _spec(args, settings: Settings, model: str, seed: int, size: int, params: di
 
 
 def bench(args, settings: Settings, console: Console | None) -> None:
-    from robench.runner import run, validate
+    from robench.resolve import resolve_run
+    from robench.runner import run
 
     if "bert" not in args.models:
         raise RobenchError("--models must include bert: training cost is reported relative to it")
@@ -123,7 +124,7 @@ def bench(args, settings: Settings, console: Console | None) -> None:
     specs = [_spec(args, settings, m, seed, size, params[m])
              for seed in args.seeds for size in sizes for m in args.models]
     for spec in specs:
-        validate(spec, settings)  # fail fast on a bad name or hyperparameter, before any training
+        resolve_run(spec, settings)  # fail fast on a bad name or hyperparameter, before any training
     started, fresh = now(), {}
     for i, spec in enumerate(specs, 1):
         if console is not None:

@@ -74,6 +74,7 @@ def main(argv: list[str]) -> None:
     args = p.parse_args(argv)
 
     from robench.device import pick_device
+    from robench.resolve import resolve_run
     from robench.training import fine_tune
 
     device = pick_device(args.device)
@@ -82,7 +83,7 @@ def main(argv: list[str]) -> None:
     console = Console()
     with tempfile.TemporaryDirectory() as cache:  # a fresh cache: robench must really train
         settings = resolve_settings(args.data_dir, cache, Path(cache) / "results")
-        ours = fine_tune(spec, settings, device, None)
+        ours = fine_tune(resolve_run(spec, settings, attack=False), device, None)
         hf_seconds, hf_acc = _hf_trainer(spec, settings, device)
     examples = ours.record["train_examples"] * args.epochs
     table = Table(title=f"fine-tuning {args.backbone} on {args.task}: {ours.record['train_examples']} examples × "
