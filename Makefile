@@ -32,6 +32,7 @@ test-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null)
 
 test: setup test-deps
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 clean:
