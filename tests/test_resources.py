@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from robench import resources
-from robench.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids, top_neighbours
 from robench.errors import RobenchError
 from robench.resources import (
     MlmBuildConfig,
@@ -16,13 +15,15 @@ from robench.resources import (
     SynonymTable,
     build_mlm,
     build_synonyms,
-    mask_tokens,
     masked_lm,
-    masked_logits,
+    nltk_data,
     pos_tagger,
     stopwords,
     synonym_table,
 )
+from robench.resources.calibration import calibration_pairs
+from robench.resources.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids, top_neighbours
+from robench.resources.mlm_build import mask_tokens, masked_logits
 from robench.settings import Settings, resolve_settings
 
 TOY = ["good", "bad", "great", "awful", "fine", "table"]
@@ -115,7 +116,7 @@ def test_stopwords_textattack_list_and_nltk_fallback(settings, monkeypatch):
     words = stopwords(settings)
     assert {"the", "a", "not", "however"} <= words and "good" not in words
     assert words.info["name"] == "textfooler-stopwords" and not words.info["substitute"]
-    monkeypatch.setattr(resources, "_textattack_textfooler_stopwords", lambda: None)
+    monkeypatch.setattr(nltk_data, "_textattack_textfooler_stopwords", lambda: None)
     fallback = stopwords(settings)
     assert len(fallback) == 179 and "the" in fallback and fallback.info["substitute"]
 
@@ -260,7 +261,7 @@ def test_cli_resources_list(settings, capsys):
 
 def test_calibration_pairs_are_single_swaps_in_windows(settings):
     table, stop = synonym_table(settings, "neighbors"), stopwords(settings)
-    pairs = resources.calibration_pairs(settings, table, stop, n=10, seed=0)
+    pairs = calibration_pairs(settings, table, stop, n=10, seed=0)
     assert 0 < len(pairs["window"]) == len(pairs["sentence"]) <= 10
     for a, b in pairs["window"]:
         wa, wb = a.split(), b.split()
