@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from robench.errors import RobenchError
-from robench.leaderboard import aggregate, format_cell, records_frame
+from robench.leaderboard import aggregate, format_mean_std, records_frame
 from robench.results import atomic_write, now
 from robench.settings import Settings
 from robench.spec import RunSpec, TrainConfig
@@ -158,7 +158,7 @@ def markdown(table: pd.DataFrame, args) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
         cells = [str(row["model"]), str(row["train_size"]), str(row["seeds"])]
-        cells += [format_cell(row.get(f"{m}_mean"), row.get(f"{m}_std"), pct) for m, _, pct in COLUMNS]
+        cells += [format_mean_std(row.get(f"{m}_mean"), row.get(f"{m}_std"), pct) for m, _, pct in COLUMNS]
         cost = row["train_cost_vs_bert"]
         cells.append("–" if pd.isna(cost) else f"{cost:.2f}×")
         lines.append("| " + " | ".join(cells) + " |")
@@ -178,7 +178,7 @@ def rich_table(table: pd.DataFrame, title: str) -> Table:
     for _, row in table.iterrows():
         cost = row["train_cost_vs_bert"]
         out.add_row(str(row["model"]), str(row["train_size"]), str(row["seeds"]),
-                    *[format_cell(row.get(f"{m}_mean"), row.get(f"{m}_std"), pct) for m, _, pct in COLUMNS],
+                    *[format_mean_std(row.get(f"{m}_mean"), row.get(f"{m}_std"), pct) for m, _, pct in COLUMNS],
                     "–" if pd.isna(cost) else f"{cost:.2f}×")
     return out
 
@@ -226,7 +226,7 @@ def search(args, settings: Settings, console: Console | None) -> None:
         out.add_column(name, justify="right")
     for _, row in table.iterrows():
         out.add_row(str(row["im_layers"]), str(row["im_steps"]), f"{row['im_gamma']:g}", str(row["seeds"]),
-                    format_cell(row["dev_accuracy_mean"], row["dev_accuracy_std"], True), f"{row['train_seconds']:.1f}")
+                    format_mean_std(row["dev_accuracy_mean"], row["dev_accuracy_std"], True), f"{row['train_seconds']:.1f}")
     Console().print(out)
     print(f"best on dev: {choice}\nwrote {settings.results_dir / 'imbert_search.csv'}")
 
