@@ -26,10 +26,13 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/robench run --model bert --attack advglue --task sst2 --train-size 2000 --epochs 3
 
-# System packages some tests need (headless Chromium for the leaderboard page test); needs root/apt.
+# System packages some tests need: headless Chromium for tests/test_leaderboard_page.py, which fails (and never
+# installs anything) without them. Debian/Ubuntu apt; as root, or through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 test-deps:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null)
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || \
+	  ($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	     --no-install-recommends chromium chromium-driver >/dev/null)
 
 test: setup test-deps
 	$(BIN)/ruff check .

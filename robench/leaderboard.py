@@ -58,12 +58,15 @@ def markdown(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
         cells = [str(row[k]) for k in KEYS + ["seeds"]]
-        cells += [format_cell(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
+        cells += [format_mean_std(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def format_cell(mean: float, std: float, percent: bool, digits: int = 1) -> str:
+def format_mean_std(mean: float | None, std: float | None, percent: bool, digits: int = 1) -> str:
+    """"mean ± std" with `digits` decimals (x100 when `percent`); "mean" when std is missing, "–" when both are.
+
+    The one place robench writes a mean over seeds (leaderboards, the HTML page, the benchmarks)."""
     if pd.isna(mean):
         return "–"
     scale = 100.0 if percent else 1.0

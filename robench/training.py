@@ -19,7 +19,7 @@ from robench.device import autocast
 from robench.progress import progress_bar
 from robench.resolve import ResolvedRun
 from robench.spec import RunSpec, content_hash
-from robench.types import Task
+from robench.types import Objective, Task
 from robench.victim import Victim, accuracy
 
 TRAINING_FORMAT = 2  # bump when a change to training would change the weights it produces
@@ -77,6 +77,22 @@ def _encode(tokenizer, task: Task, ds, max_length: int) -> list[dict[str, Any]]:
     return [{**{k: enc[k][i] for k in enc}, "labels": label} for i, label in enumerate(ds["label"])]
 
 
+def train_step(objective: Objective, optimizer: torch.optim.Optimizer, scheduler: Any, batch: dict[str, torch.Tensor],
+               device: torch.device, max_grad_norm: float) -> torch.Tensor:
+    """One optimisation step on `batch` (already on `device`): the objective's loss and gradients under autocast,
+    gradient clipping, the optimizer and learning-rate `scheduler` steps (None: no schedule), the objective's
+    post-step hook. Returns the detached loss."""
+    with autocast(device):
+        loss = objective.step(batch)
+    torch.nn.utils.clip_grad_norm_(objective.model.parameters(), max_grad_norm)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    objective.after_optimizer_step()
+    return loss
+
+
 def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objective, device, console):
     from transformers import DataCollatorWithPadding, get_linear_schedule_with_warmup
 
@@ -102,14 +118,8 @@ def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objecti
             model.train()
             start, loss_sum = time.perf_counter(), 0.0
             for batch in loader:
-                batch = {k: v.to(device) for k, v in batch.items()}
-                with autocast(device):
-                    loss = objective.step(batch)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                objective.after_optimizer_step()
+                loss = train_step(objective, optimizer, scheduler, {k: v.to(device) for k, v in batch.items()},
+                                  device, cfg.max_grad_norm)
                 loss_sum += float(loss)
                 progress.update(bar, advance=1, description=f"train {spec.model} epoch {epoch + 1}/{cfg.epochs} "
                                                               f"loss {float(loss):.3f}")

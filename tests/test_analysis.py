@@ -322,8 +322,9 @@ def test_analyze_works_on_an_imbert_checkpoint(settings, tiny_backbone):
 
 
 def test_bench_routes_model_specific_params():
-    from robench.benchmarks.analysis import params_for
+    from robench.params import params_by_model
 
     given = ["imbert:im_gamma=0.02", "seedless=1", "smart:x=2"]
-    assert params_for("imbert", given) == ["im_gamma=0.02", "seedless=1"]
-    assert params_for("bert", given) == ["seedless=1"]
+    params = params_by_model(["imbert", "bert", "smart"], given)
+    assert params["imbert"] == {"im_gamma": 0.02, "seedless": 1}
+    assert params["bert"] == {"seedless": 1}

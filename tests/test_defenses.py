@@ -198,13 +198,13 @@ def test_tiny_run_with_imbert_records_its_hyperparameters(settings, tiny_backbon
 
 
 def test_defenses_bench_tiny_end_to_end(settings, tiny_backbone, tiny_data, capsys):
-    from robench.benchmarks import defenses
+    from robench.cli import main
 
     out = settings.results_dir / "bench"
-    defenses.main(["--backbone", str(tiny_backbone), "--data-dir", str(tiny_data), "--cache-dir",
-                   str(settings.cache_dir), "--results-dir", str(out), "--models", "bert", "imbert",
-                   "--train-size", "32", "--low-resource", "16", "--seeds", "0", "--epochs", "1",
-                   "--max-length", "32", "--device", "cpu", "--quiet", "--param", "imbert:im_steps=1"])
+    assert main(["bench", "defenses", "--backbone", str(tiny_backbone), "--data-dir", str(tiny_data), "--cache-dir",
+                 str(settings.cache_dir), "--results-dir", str(out), "--models", "bert", "imbert",
+                 "--train-size", "32", "--low-resource", "16", "--seeds", "0", "--epochs", "1",
+                 "--max-length", "32", "--device", "cpu", "--quiet", "--param", "imbert:im_steps=1"]) == 0
     table = __import__("pandas").read_csv(out / "defenses.csv")
     assert set(table["model"]) == {"bert", "imbert"} and set(table["train_size"].astype(str)) == {"32", "16"}
     assert (table.loc[table["model"] == "bert", "train_cost_vs_bert"] == 1.0).all()
@@ -238,22 +238,24 @@ def test_im_connection_residual_falls_on_real_minilm_layers():
 
 
 def test_bench_param_parsing():
-    from robench.benchmarks.defenses import model_params
+    from robench.params import params_by_model
 
-    assert model_params(["bert", "imbert"], ["imbert:im_gamma=0.02", "imbert:im_layers=0,1"]) == {
+    assert params_by_model(["bert", "imbert"], ["imbert:im_gamma=0.02", "imbert:im_layers=0,1"]) == {
         "bert": {}, "imbert": {"im_gamma": 0.02, "im_layers": "0,1"}}
+    assert params_by_model(["bert", "imbert"], ["max_norm=0.5"]) == {"bert": {"max_norm": 0.5},
+                                                                    "imbert": {"max_norm": 0.5}}
     with pytest.raises(RobenchError, match="MODEL:KEY=VALUE"):
-        model_params(["bert"], ["im_gamma=0.02"])
+        params_by_model(["bert"], ["imbert:im_gamma=0.02"])
 
 
 def test_imbert_search_selects_on_dev_accuracy(settings, tiny_backbone, tiny_data, capsys):
-    from robench.benchmarks import defenses
+    from robench.cli import main
 
     out = settings.results_dir / "search"
-    defenses.main(["--search", "--backbone", str(tiny_backbone), "--data-dir", str(tiny_data), "--cache-dir",
-                   str(settings.cache_dir), "--results-dir", str(out), "--train-size", "16", "--seeds", "0",
-                   "--epochs", "1", "--max-length", "32", "--device", "cpu", "--quiet",
-                   "--grid-gamma", "0.01", "0.02", "--grid-steps", "1", "--grid-layers", "all", "1"])
+    assert main(["bench", "defenses", "--search", "--backbone", str(tiny_backbone), "--data-dir", str(tiny_data),
+                 "--cache-dir", str(settings.cache_dir), "--results-dir", str(out), "--train-size", "16", "--seeds",
+                 "0", "--epochs", "1", "--max-length", "32", "--device", "cpu", "--quiet",
+                 "--grid-gamma", "0.01", "0.02", "--grid-steps", "1", "--grid-layers", "all", "1"]) == 0
     table = __import__("pandas").read_csv(out / "imbert_search.csv")
     assert len(table) == 4 and table["dev_accuracy_mean"].is_monotonic_decreasing
     assert not (settings.runs_dir.parent / "search" / "runs").exists()  # training only: no attack, no AdvGLUE
@@ -261,10 +263,8 @@ def test_imbert_search_selects_on_dev_accuracy(settings, tiny_backbone, tiny_dat
 
 
 def test_low_resource_gets_as_many_steps_as_the_full_subset():
-    from types import SimpleNamespace
+    from robench.benchmarks.defenses import DefensesOptions
 
-    from robench.benchmarks.defenses import epochs_for
-
-    args = SimpleNamespace(train_size=4000, epochs=2, low_resource_epochs=0)
-    assert epochs_for(args, 4000) == 2 and epochs_for(args, 500) == 16
-    assert epochs_for(SimpleNamespace(train_size=4000, epochs=2, low_resource_epochs=5), 500) == 5
+    options = DefensesOptions(train_size=4000, epochs=2, low_resource_epochs=0)
+    assert options.epochs_for(4000) == 2 and options.epochs_for(500) == 16
+    assert DefensesOptions(train_size=4000, epochs=2, low_resource_epochs=5).epochs_for(500) == 5

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from robench.errors import RobenchError
-from robench.executors import Job
 from robench.grid import expand, grid, load_config
+from robench.grid.executors import Job
 from robench.results import RunStore, read_record
 from robench.settings import resolve_settings
 

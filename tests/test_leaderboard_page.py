@@ -1,14 +1,12 @@
 """The static leaderboard page, opened in real headless Chromium (selenium + the system chromedriver).
 
-Setup: needs the Debian packages chromium and chromium-driver; as root the session fixture installs them
-(`apt-get install -y chromium chromium-driver`, after `apt-get update` if needed).
+Setup: needs the Debian packages chromium and chromium-driver, which `make test-deps` installs (`make test`
+runs it first). Without them the test fails, saying so; it never installs anything itself.
 The screenshot is saved to artifacts/leaderboard.png (gitignored).
 """
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -19,7 +17,6 @@ from robench.results import RunRecord
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-APT = ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--window-size=1500,1900"]
@@ -29,20 +26,16 @@ ROBUST = {("bert", "advglue"): 0.40, ("imbert", "advglue"): 0.50, ("freelb", "ad
           ("bert", "textfooler"): 0.10, ("imbert", "textfooler"): 0.30, ("freelb", "textfooler"): 0.20}
 
 
-def _ensure_chromium() -> None:
-    if CHROMIUM.exists() and CHROMEDRIVER.exists():
-        return
-    if os.geteuid() != 0:
-        pytest.fail(f"the browser test needs chromium: run `sudo {' '.join(APT)}`")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    if subprocess.run(APT, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=True)
-        subprocess.run(APT, env=env, capture_output=True, check=True)
+def _require_chromium() -> None:
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        pytest.fail(f"the browser test needs headless Chromium ({', '.join(missing)} missing): run `make test-deps` "
+                    "(installs the Debian packages chromium and chromium-driver)", pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory):
-    _ensure_chromium()
+    _require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -346,12 +346,12 @@ def test_textfooler_end_to_end_on_real_offline_resources(settings, tiny_backbone
 
 def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, capsys):
     """`robench bench attack` on the tiny backbone: both attacks, one table, CSV and Markdown."""
-    from robench.benchmarks.attack import main
+    from robench.cli import main
 
-    main(["--examples", "3", "--backbone", str(tiny_backbone), "--train-size", "32", "--epochs", "1",
-          "--synonym-source", "neighbors", "--sentence-encoder", "use-m3", "--data-dir", str(tiny_data),
-          "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "res"), "--device", "cpu",
-          "--quiet"])
+    assert main(["bench", "attack", "--examples", "3", "--backbone", str(tiny_backbone), "--train-size", "32",
+                 "--epochs", "1", "--synonym-source", "neighbors", "--sentence-encoder", "use-m3", "--data-dir",
+                 str(tiny_data), "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "res"),
+                 "--device", "cpu", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "accuracy under attack" in out and "speed-up" in out
     rows = list(csv.reader(open(tmp_path / "res" / "bench" / "attack-sst2-3.csv")))

@@ -1,13 +1,7 @@
-"""`robench bench NAME`: benchmarks that print ratios measured side by side in one run.
+"""Benchmarks that print ratios measured side by side in one run (`robench bench NAME`).
 
-Each benchmark is a module with `main(argv: list[str]) -> None`. Speed and memory
-targets live here, never in timed unit tests.
+One module per benchmark, each a library function taking a dataclass of options:
+`defenses.compare_defenses` (also `search_imbert`, `step_cost`), `train.compare_trainers`,
+`analysis.analysis_bench`, `attack.compare_attacks`. Their command-line flags live in
+`robench/cli/bench.py`. Speed and memory targets live here, never in timed unit tests.
 """
-from __future__ import annotations
-
-BENCHMARKS: dict[str, str] = {
-    "defenses": "robench.benchmarks.defenses",
-    "train": "robench.benchmarks.train",
-    "analysis": "robench.benchmarks.analysis",
-    "attack": "robench.benchmarks.attack",
-}

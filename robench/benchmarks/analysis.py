@@ -8,18 +8,22 @@ Example (the issue's evidence run, on a GPU):
         --train-size 4000 --epochs 2 --examples 200 --data-dir shared/data
 
 `--model` takes a comma-separated list; `--param MODEL:KEY=VALUE` sets a hyperparameter of one
-model (as in `robench bench defenses`), `--param KEY=VALUE` of every model. Each (model, seed)
+model, `--param KEY=VALUE` of every model (`robench.params.params_by_model`). Each (model, seed)
 reuses the cached fine-tuned checkpoint of the same spec (the defenses bench's, when it ran with
 the same cache dir and training flags) or trains it, and reuses an existing analysis record of
 the same settings.
 """
 from __future__ import annotations
 
-import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from robench.leaderboard import format_mean_std
+from robench.settings import Settings
+from robench.spec import RunSpec
 
 # metric -> (column title, +1 if the paper expects adversarial fine-tuning to raise it, -1 to lower it, percent?)
 PAPER_DIRECTION: dict[str, tuple[str, int, bool]] = {
@@ -36,58 +40,46 @@ PAPER_DIRECTION: dict[str, tuple[str, int, bool]] = {
 }
 
 
-def main(argv: list[str]) -> None:
-    from rich.console import Console
+@dataclass(frozen=True)
+class AnalysisBenchOptions:
+    """What to analyse besides the runs (`robench bench analysis` flags of the same names)."""
 
+    baseline: str = "bert"  # the model the others are compared with
+    examples: int = 100  # eval examples per analysis
+    shuffles: int = 5  # word shuffles per example
+    out: Path | None = None  # the Markdown file (None: <results_dir>/analysis_bench.md)
+    device: str = "auto"
+
+
+def analysis_bench(runs: dict[str, list[RunSpec]], options: AnalysisBenchOptions, settings: Settings,
+                   console=None) -> str:
+    """Analyse every spec of `runs` (by model: one spec per seed); write and print the table; return it."""
     from robench.analysis import analyze
-    from robench.cli.common import add_spec_args, settings_from_args, specs_from_args
     from robench.defense import resolve_model
-    from robench.params import parse_assignments
+    from robench.results import atomic_write
 
-    p = argparse.ArgumentParser(prog="robench bench analysis", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_spec_args(p, attack=False)
-    p.set_defaults(model="bert,freelb,smart,imbert", seed=[0, 1, 2])
-    p.add_argument("--baseline", default="bert", help="model the others are compared with (default: bert)")
-    p.add_argument("--examples", type=int, default=100, help="eval examples per analysis (default: 100)")
-    p.add_argument("--shuffles", type=int, default=5, help="word shuffles per example (default: 5)")
-    p.add_argument("--out", type=Path, help="Markdown file (default: <results_dir>/analysis_bench.md)")
-    args = p.parse_args(argv)
-    models = [m.strip() for m in args.model.split(",") if m.strip()]
-    for model in models:  # fail on a bad name or hyperparameter before any training
-        resolve_model(model).resolve_params(parse_assignments(params_for(model, args.param)))
-    settings = settings_from_args(args)
-    console = None if args.quiet else Console(stderr=True)
+    for model, specs in runs.items():  # fail on a bad name or hyperparameter before any training
+        for spec in specs:
+            resolve_model(model).resolve_params(spec.model_params)
     metrics: dict[str, list[dict[str, float]]] = {}
     start = time.perf_counter()
-    for model in models:
-        own = {**vars(args), "model": model, "param": params_for(model, args.param)}
-        for spec in specs_from_args(argparse.Namespace(**own), settings):
-            record = analyze(spec, settings, args.device, args.examples, args.shuffles, console)
+    for model, specs in runs.items():
+        for spec in specs:
+            record = analyze(spec, settings, options.device, options.examples, options.shuffles, console)
             metrics.setdefault(model, []).append(record.metrics)
             if console is not None:
                 console.log(f"{model} seed {spec.seed}: done ({time.perf_counter() - start:.0f} s so far)")
-    setting = (f"{args.task}, backbone {args.backbone}, train size {args.train_size or 'all'}, {args.epochs} epochs, "
-               f"seeds {' '.join(map(str, args.seed))}, {args.examples} eval examples, {args.shuffles} shuffles each")
-    text = markdown(metrics, args.baseline, setting)
-    out = args.out or settings.results_dir / "analysis_bench.md"
-    from robench.results import atomic_write
-
+    first = next(iter(runs.values()))
+    spec = first[0]
+    setting = (f"{spec.task}, backbone {spec.backbone}, train size {spec.train_size or 'all'}, "
+               f"{spec.train.epochs} epochs, seeds {' '.join(str(s.seed) for s in first)}, "
+               f"{options.examples} eval examples, {options.shuffles} shuffles each")
+    text = markdown(metrics, options.baseline, setting)
+    out = options.out or settings.results_dir / "analysis_bench.md"
     atomic_write(out, text)
     print(text)
     print(f"wrote {out} ({time.perf_counter() - start:.0f} s)")
-
-
-def params_for(model: str, assignments: list[str]) -> list[str]:
-    """`--param MODEL:KEY=VALUE` applies to MODEL only (as in `robench bench defenses`); `KEY=VALUE` to all."""
-    out = []
-    for item in assignments:
-        target, sep, assignment = item.partition(":")
-        if not sep or "=" in target:
-            out.append(item)
-        elif target == model:
-            out.append(assignment)
-    return out
+    return text
 
 
 def markdown(metrics: dict[str, list[dict[str, float]]], baseline: str, setting: str) -> str:
@@ -122,9 +114,7 @@ def _stats(runs: list[dict[str, float]], key: str) -> tuple[float, float]:
 
 def _cell(runs, key: str, percent: bool) -> str:
     mean, std = _stats(runs, key)
-    scale, digits = (100.0, 1) if percent else (1.0, 3)
-    text = f"{mean * scale:.{digits}f}"
-    return text if np.isnan(std) else f"{text} ± {std * scale:.{digits}f}"
+    return format_mean_std(mean, std, percent, 1 if percent else 3)
 
 
 def _verdict(runs, base_runs, key: str) -> str:

@@ -23,16 +23,18 @@ busy shared machine), and per-example agreement with robench's outcomes and text
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from robench.errors import RobenchError
+from robench.settings import Settings
 
 USE_THRESHOLD = 0.840845057  # TextFooler's USE threshold (angular), as in TextAttack's recipe
 ROBENCH, TEXTATTACK = "textfooler", "textattack:textfooler"
@@ -52,47 +54,43 @@ class Side:
         return float(self.record.timings["attack_seconds"])
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="robench bench attack", description=__doc__.splitlines()[0])
-    p.add_argument("--examples", type=int, default=200, help="eval examples attacked (default: 200)")
-    p.add_argument("--task", default="sst2")
-    p.add_argument("--model", default="bert")
-    p.add_argument("--backbone", default="minilm")
-    p.add_argument("--train-size", type=int, default=2000)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--synonym-source", default="counterfitted-glove", help="counterfitted-glove or neighbors")
-    p.add_argument("--sentence-encoder", default="minilm", help="minilm (calibrated thresholds) or use-m3")
-    p.add_argument("--query-budget", type=int, default=None, help="per example, both attacks (default: none)")
-    p.add_argument("--no-stock", action="store_true",
-                   help="skip the third run, TextAttack with its stock HuggingFaceModelWrapper (the slowest)")
-    p.add_argument("--robench-param", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra robench textfooler parameter (e.g. concurrency=64)")
-    p.add_argument("--data-dir")
-    p.add_argument("--cache-dir")
-    p.add_argument("--results-dir")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = p.parse_args(argv)
-    if args.examples <= 0:
-        p.error("--examples must be positive")
-    return args
+@dataclass(frozen=True)
+class AttackBenchOptions:
+    """The victim, the examples and the shared resources (`robench bench attack` flags of the same names)."""
+
+    examples: int = 200  # eval examples attacked
+    task: str = "sst2"
+    model: str = "bert"
+    backbone: str = "minilm"
+    train_size: int = 2000
+    epochs: int = 2
+    seed: int = 0
+    synonym_source: str = "counterfitted-glove"  # or neighbors
+    sentence_encoder: str = "minilm"  # minilm (calibrated thresholds) or use-m3
+    query_budget: int | None = None  # per example, both attacks
+    stock: bool = True  # also run TextAttack with its stock HuggingFaceModelWrapper (the slowest)
+    robench_params: dict[str, Any] = field(default_factory=dict)  # extra robench textfooler parameters
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.examples <= 0:
+            raise RobenchError("--examples must be positive")
 
 
-def specs(args: argparse.Namespace, data_source: str) -> dict[str, Any]:
+def specs(options: AttackBenchOptions, data_source: str) -> dict[str, Any]:
     """RunSpecs by column label: identical but for the attack, robench-only speed knobs and TextAttack's wrapper."""
-    from robench.params import parse_assignments
     from robench.spec import RunSpec, TrainConfig
 
-    shared = {"synonym_source": args.synonym_source, "sentence_encoder": args.sentence_encoder, "k": 50,
-              "min_cos": 0.5, "similarity_threshold": USE_THRESHOLD, "query_budget": args.query_budget}
+    shared = {"synonym_source": options.synonym_source, "sentence_encoder": options.sentence_encoder, "k": 50,
+              "min_cos": 0.5, "similarity_threshold": USE_THRESHOLD, "query_budget": options.query_budget}
     robench_only = {"similarity_metric": "angular", "window": 15, "skip_shorter_than_window": True,
-                    "allow_verb_noun_swap": True, **parse_assignments(args.robench_param)}
-    base = dict(task=args.task, model=args.model, backbone=args.backbone, seed=args.seed, train_size=args.train_size,
-                eval_size=args.examples, data_source=data_source, train=TrainConfig(epochs=args.epochs))
+                    "allow_verb_noun_swap": True, **options.robench_params}
+    base = dict(task=options.task, model=options.model, backbone=options.backbone, seed=options.seed,
+                train_size=options.train_size, eval_size=options.examples, data_source=data_source,
+                train=TrainConfig(epochs=options.epochs))
     out = {ROBENCH: RunSpec(attack=ROBENCH, attack_params={**shared, **robench_only}, **base),
            TEXTATTACK: RunSpec(attack=TEXTATTACK, attack_params=shared, **base)}
-    if not args.no_stock:
+    if options.stock:
         out[STOCK] = RunSpec(attack=TEXTATTACK, attack_params={**shared, "model_wrapper": "huggingface"}, **base)
     return out
 
@@ -165,20 +163,17 @@ def write(rows: list[list[str]], header: list[str], title: str, target: Path) ->
     return csv_path, md_path
 
 
-def main(argv: list[str]) -> None:
+def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Console | None) -> list[list[str]]:
+    """Run the attacks one after the other; print the comparison, write it as CSV and Markdown; return its rows."""
     from robench.device import pick_device
-    from robench.settings import resolve_settings
 
-    args = parse_args(argv)
-    settings = resolve_settings(args.data_dir, args.cache_dir, args.results_dir)
-    device = str(pick_device(args.device))
-    console = None if args.quiet else Console(stderr=True)
-    runs = specs(args, "local" if settings.data_dir is not None else "hub")
+    device = str(pick_device(options.device))
+    runs = specs(options, "local" if settings.data_dir is not None else "hub")
     warm_up(runs[ROBENCH], settings, device, console)
     sides = [attack(spec, settings, device, console) for spec in runs.values()]
-    title = (f"TextFooler on {args.task}: robench vs TextAttack 0.3.11 ({args.model}/{args.backbone}, "
-             f"train {args.train_size}×{args.epochs} ep, {args.examples} examples, seed {args.seed}, {device}, "
-             f"synonyms {args.synonym_source}, encoder {args.sentence_encoder})")
+    title = (f"TextFooler on {options.task}: robench vs TextAttack 0.3.11 ({options.model}/{options.backbone}, "
+             f"train {options.train_size}×{options.epochs} ep, {options.examples} examples, seed {options.seed}, "
+             f"{device}, synonyms {options.synonym_source}, encoder {options.sentence_encoder})")
     header, rows = ["metric", *runs], compare(sides)
     table = Table(title=title)
     for col in header:
@@ -187,5 +182,6 @@ def main(argv: list[str]) -> None:
         table.add_row(*row)
     Console(width=max(Console().width, 132)).print(table)
     csv_path, md_path = write(rows, header, title,
-                              settings.results_dir / "bench" / f"attack-{args.task}-{args.examples}")
+                              settings.results_dir / "bench" / f"attack-{options.task}-{options.examples}")
     print(f"wrote {csv_path} and {md_path}; run records in {settings.runs_dir}")
+    return rows

@@ -8,10 +8,9 @@ for each, their ratio, and each model's dev accuracy.
 """
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -61,33 +60,37 @@ def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
     return seconds, accuracy(victim, texts_of(dev, task), list(dev["label"]))
 
 
-def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="robench bench train", description=__doc__.splitlines()[0])
-    p.add_argument("--task", default="sst2")
-    p.add_argument("--backbone", default="minilm")
-    p.add_argument("--train-size", type=int, default=1000)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data-dir")
-    p.add_argument("--device", default="auto")
-    args = p.parse_args(argv)
+@dataclass(frozen=True)
+class TrainBenchOptions:
+    """The fine-tuning both trainers run (`robench bench train` flags of the same names)."""
 
+    task: str = "sst2"
+    backbone: str = "minilm"
+    train_size: int = 1000
+    epochs: int = 1
+    batch_size: int = 32
+    seed: int = 0
+    data_dir: str | None = None  # default: $ROBENCH_DATA_DIR
+    device: str = "auto"
+
+
+def compare_trainers(options: TrainBenchOptions) -> tuple[float, float]:
+    """Fine-tune with robench, then with the HF Trainer, in a fresh cache; print the table; return their seconds."""
     from robench.device import pick_device
     from robench.resolve import resolve_run
     from robench.training import fine_tune
 
-    device = pick_device(args.device)
-    spec = RunSpec(task=args.task, backbone=args.backbone, seed=args.seed, train_size=args.train_size,
-                   train=replace(TrainConfig(), epochs=args.epochs, batch_size=args.batch_size))
+    device = pick_device(options.device)
+    spec = RunSpec(task=options.task, backbone=options.backbone, seed=options.seed, train_size=options.train_size,
+                   train=replace(TrainConfig(), epochs=options.epochs, batch_size=options.batch_size))
     console = Console()
     with tempfile.TemporaryDirectory() as cache:  # a fresh cache: robench must really train
-        settings = resolve_settings(args.data_dir, cache, Path(cache) / "results")
+        settings = resolve_settings(options.data_dir, cache, Path(cache) / "results")
         ours = fine_tune(resolve_run(spec, settings, attack=False), device, None)
         hf_seconds, hf_acc = _hf_trainer(spec, settings, device)
-    examples = ours.record["train_examples"] * args.epochs
-    table = Table(title=f"fine-tuning {args.backbone} on {args.task}: {ours.record['train_examples']} examples × "
-                        f"{args.epochs} epoch(s), batch {args.batch_size}, seed {args.seed}, {device}")
+    examples = ours.record["train_examples"] * options.epochs
+    table = Table(title=f"fine-tuning {options.backbone} on {options.task}: {ours.record['train_examples']} examples "
+                        f"× {options.epochs} epoch(s), batch {options.batch_size}, seed {options.seed}, {device}")
     for col in ("trainer", "seconds", "examples/s", "dev accuracy"):
         table.add_column(col, justify="right" if col != "trainer" else "left")
     table.add_row("robench", f"{ours.record['train_seconds']:.1f}", f"{examples / ours.record['train_seconds']:.1f}",
@@ -95,3 +98,4 @@ def main(argv: list[str]) -> None:
     table.add_row("HF Trainer", f"{hf_seconds:.1f}", f"{examples / hf_seconds:.1f}", f"{hf_acc:.4f}")
     console.print(table)
     console.print(f"throughput ratio robench / HF Trainer: {hf_seconds / ours.record['train_seconds']:.2f}x")
+    return ours.record["train_seconds"], hf_seconds

@@ -1,15 +1,172 @@
-"""`robench bench NAME`: benchmarks that print ratios measured side by side."""
+"""`robench bench NAME`: benchmarks that print ratios measured side by side (one sub-command per benchmark).
+
+Each parser's flags map onto the benchmark's options dataclass (`robench.benchmarks.*`): a flag left out
+is None here, so the dataclass default applies; the defaults live there, once.
+"""
 from __future__ import annotations
 
 import argparse
-import importlib
+import dataclasses
+from pathlib import Path
+from typing import Any
 
-from robench.benchmarks import BENCHMARKS
+from robench.cli.common import add_common_args, add_spec_args, progress_console, settings_from_args, specs_from_args
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios measured side by side in one run)",
                        description="Run `robench bench NAME --help` for each benchmark's options.")
-    p.add_argument("name", choices=sorted(BENCHMARKS))
-    p.add_argument("args", nargs=argparse.REMAINDER, help="options passed to the benchmark")
-    p.set_defaults(handler=lambda args: importlib.import_module(BENCHMARKS[args.name]).main(args.args))
+    benchmarks = p.add_subparsers(dest="name", required=True, metavar="NAME")
+    for add in (_add_analysis, _add_attack, _add_defenses, _add_train):
+        add(benchmarks)
+
+
+def options(cls: type, args: argparse.Namespace, **given: Any) -> Any:
+    """`cls` from the flags named like its fields (lists become tuples); flags left out keep cls's defaults."""
+    values = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(cls)}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if v is not None}
+    return cls(**{**values, **given})
+
+
+# ---------------------------------------------------------------- defenses
+
+def _add_defenses(sub) -> None:
+    p = sub.add_parser("defenses", help="every defense against bert: clean and AdvGLUE accuracy, training cost",
+                       description="`robench bench defenses`: every defense against `bert`, side by side in one "
+                                   "invocation.")
+    p.add_argument("--models", nargs="+", help="models to compare (bert is the baseline; default: bert imbert "
+                                               "freelb smart)")
+    p.add_argument("--task")
+    p.add_argument("--backbone")
+    p.add_argument("--train-size", type=int, help="training subset (default 4000)")
+    p.add_argument("--low-resource", type=int, help="low-resource training subset; 0 skips it (default 500)")
+    p.add_argument("--low-resource-epochs", type=int,
+                   help="epochs for the low-resource subset (default 0: as many optimisation steps as the full "
+                        "subset gets, i.e. epochs x train-size / low-resource)")
+    p.add_argument("--seeds", type=int, nargs="+", help="default: 0 1 2")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--max-length", type=int)
+    p.add_argument("--param", dest="params", action="append", default=[], metavar="MODEL:KEY=VALUE",
+                   help="hyperparameter of one model, e.g. imbert:im_gamma=0.02, or KEY=VALUE for every model "
+                        "(repeatable)")
+    g = p.add_argument_group("IM-BERT search (selects on SST-2 dev accuracy only)")
+    g.add_argument("--search", action="store_true", help="grid-search IM-BERT instead of running the bench")
+    g.add_argument("--grid-gamma", type=float, nargs="+", help="default: 0.005 0.01 0.02")
+    g.add_argument("--grid-steps", type=int, nargs="+", help="default: 3 5")
+    g.add_argument("--grid-layers", nargs="+", help="layer sets: all, or e.g. 0,1,2 (default: all)")
+    p.add_argument("--step-cost", type=int, default=0, metavar="N",
+                   help="only time N training steps per model on identical batches; print ratios to bert")
+    add_common_args(p)
+    p.set_defaults(handler=cmd_defenses)
+
+
+def cmd_defenses(args) -> None:
+    from robench.benchmarks.defenses import (
+        DefensesOptions,
+        SearchGrid,
+        compare_defenses,
+        search_imbert,
+        step_cost,
+    )
+
+    bench = options(DefensesOptions, args)
+    settings = settings_from_args(args)
+    if args.step_cost > 0:
+        step_cost(bench, args.step_cost, settings)
+    elif args.search:
+        grid = SearchGrid(**{k: tuple(v) for k, v in (("gamma", args.grid_gamma), ("steps", args.grid_steps),
+                                                      ("layers", args.grid_layers)) if v is not None})
+        search_imbert(bench, grid, settings, progress_console(args))
+    else:
+        compare_defenses(bench, settings, progress_console(args))
+
+
+# ---------------------------------------------------------------- analysis
+
+def _add_analysis(sub) -> None:
+    p = sub.add_parser("analysis", help="the arXiv 2108.13602 diagnostics for several models x seeds",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="`robench bench analysis`: the arXiv 2108.13602 diagnostics for several models × "
+                                   "seeds, as one\nMarkdown table (mean ± std over seeds) plus, for each model "
+                                   "against the baseline, whether the\npaper's direction holds.")
+    add_spec_args(p, attack=False)
+    p.set_defaults(model="bert,freelb,smart,imbert", seed=[0, 1, 2])
+    p.add_argument("--baseline", help="model the others are compared with (default: bert)")
+    p.add_argument("--examples", type=int, help="eval examples per analysis (default: 100)")
+    p.add_argument("--shuffles", type=int, help="word shuffles per example (default: 5)")
+    p.add_argument("--out", type=Path, help="Markdown file (default: <results_dir>/analysis_bench.md)")
+    p.set_defaults(handler=cmd_analysis)
+
+
+def cmd_analysis(args) -> None:
+    """One spec per (model, seed): the spec flags, with `--param` routed by `robench.params.params_by_model`."""
+    from robench.benchmarks.analysis import AnalysisBenchOptions, analysis_bench
+    from robench.params import params_by_model
+
+    models = [m.strip() for m in args.model.split(",") if m.strip()]
+    params = params_by_model(models, args.param)
+    settings = settings_from_args(args)
+    base = list(specs_from_args(argparse.Namespace(**{**vars(args), "model": models[0], "param": []}), settings))
+    runs = {m: [dataclasses.replace(spec, model=m, model_params=params[m]) for spec in base] for m in models}
+    analysis_bench(runs, options(AnalysisBenchOptions, args), settings, progress_console(args))
+
+
+# ---------------------------------------------------------------- attack
+
+def _add_attack(sub) -> None:
+    p = sub.add_parser("attack", help="robench's textfooler vs TextAttack's, side by side",
+                       description="`robench bench attack`: robench's `textfooler` vs TextAttack's "
+                                   "(`textattack:textfooler`), side by side.")
+    p.add_argument("--examples", type=int, help="eval examples attacked (default: 200)")
+    p.add_argument("--task")
+    p.add_argument("--model")
+    p.add_argument("--backbone")
+    p.add_argument("--train-size", type=int)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--synonym-source", help="counterfitted-glove or neighbors")
+    p.add_argument("--sentence-encoder", help="minilm (calibrated thresholds) or use-m3")
+    p.add_argument("--query-budget", type=int, help="per example, both attacks (default: none)")
+    p.add_argument("--no-stock", dest="stock", action="store_false", default=None,
+                   help="skip the third run, TextAttack with its stock HuggingFaceModelWrapper (the slowest)")
+    p.add_argument("--robench-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra robench textfooler parameter (e.g. concurrency=64)")
+    p.add_argument("--data-dir")
+    p.add_argument("--cache-dir")
+    p.add_argument("--results-dir")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(handler=cmd_attack)
+
+
+def cmd_attack(args) -> None:
+    from robench.benchmarks.attack import AttackBenchOptions, compare_attacks
+    from robench.params import parse_assignments
+
+    bench = options(AttackBenchOptions, args, robench_params=parse_assignments(args.robench_param))
+    compare_attacks(bench, settings_from_args(args), progress_console(args))
+
+
+# ---------------------------------------------------------------- train
+
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="robench's fine-tuning loop vs a plain Hugging Face Trainer",
+                       description="`robench bench train`: robench's fine-tuning loop vs a plain Hugging Face "
+                                   "`Trainer`.")
+    p.add_argument("--task")
+    p.add_argument("--backbone")
+    p.add_argument("--train-size", type=int)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--data-dir")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(handler=cmd_train)
+
+
+def cmd_train(args) -> None:
+    from robench.benchmarks.train import TrainBenchOptions, compare_trainers
+
+    compare_trainers(options(TrainBenchOptions, args))

@@ -7,8 +7,9 @@ from rich.console import Console
 
 from robench.cli.common import add_common_args, settings_from_args
 from robench.errors import RobenchError
-from robench.executors import JobResources
-from robench.grid import _Board, expand, grid, load_config, plan
+from robench.grid import expand, grid, load_config, plan
+from robench.grid.board import Board
+from robench.grid.executors import JobResources
 
 
 def add_parser(subparsers) -> None:
@@ -42,7 +43,7 @@ def cmd_grid(args) -> None:
         cfg = dataclasses.replace(cfg, resources=resources)
     if args.dry_run:
         cells, trains = plan(expand(cfg), settings)
-        Console().print(_Board(cells, trains, f"grid {cfg.name} (dry run)").table())
+        Console().print(Board(cells, trains, f"grid {cfg.name} (dry run)").table())
         print(f"{len(cells)} cells, {sum(c.state == 'skipped' for c in cells)} finished, "
               f"{len(trains)} train jobs, {sum(len(t.cells) for t in trains)} attack jobs")
         return

@@ -1,0 +1,166 @@
+"""Grid configs: a TOML file (or mapping) -> `GridConfig` -> RunSpecs (the cartesian product).
+
+See docs/grid.md for the keys; every mistake in a config is a RobenchError naming the file and key.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from robench.errors import RobenchError
+from robench.grid.executors import JobResources
+from robench.params import make_params
+from robench.spec import RunSpec, TrainConfig
+
+Size = int | None  # None: the whole split ("full" in the config)
+Sizes = dict[str, tuple[Size, ...]]  # by task (train_size) or attack (eval_size); "default" for the rest
+
+KNOWN_KEYS = ("name", "tasks", "models", "attacks", "backbones", "seeds", "train_size", "eval_size",
+              "data_source", "train", "model_params", "attack_params", "resources")
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """A parsed grid config; `expand` turns it into RunSpecs."""
+
+    name: str
+    tasks: tuple[str, ...]
+    models: tuple[str, ...]
+    attacks: tuple[str, ...]
+    backbones: tuple[str, ...] = ("minilm",)
+    seeds: tuple[int, ...] = (0,)
+    train_size: Sizes = field(default_factory=lambda: {"default": (None,)})
+    eval_size: Sizes = field(default_factory=lambda: {"default": (None,)})
+    data_source: Literal["local", "hub"] = "local"
+    train: TrainConfig = field(default_factory=TrainConfig)
+    model_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    attack_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resources: JobResources = field(default_factory=JobResources)
+
+
+def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
+    """Parse a grid config from a TOML file or an already-parsed mapping; bad input -> RobenchError."""
+    if isinstance(source, Mapping):
+        raw, where, default_name = dict(source), "grid config", "grid"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise RobenchError(f"grid config {path} not found")
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise RobenchError(f"{path}: invalid TOML: {exc}") from exc
+        where, default_name = str(path), path.stem
+    unknown = sorted(set(raw) - set(KNOWN_KEYS))
+    if unknown:
+        raise RobenchError(f"{where}: unknown key(s) {unknown} (known: {', '.join(KNOWN_KEYS)})")
+    for key in ("tasks", "models", "attacks"):
+        if key not in raw:
+            raise RobenchError(f"{where}: missing {key!r} (a list of names)")
+    tasks, models, attacks = (_names(raw[k], k, where) for k in ("tasks", "models", "attacks"))
+    source_kind = raw.get("data_source", "local")
+    if source_kind not in ("local", "hub"):
+        raise RobenchError(f"{where}: data_source must be 'local' or 'hub', got {source_kind!r}")
+    resources = make_params(JobResources, _table(raw, "resources", where), f"{where} [resources]")
+    return GridConfig(
+        name=_name(raw.get("name", default_name), where), tasks=tasks, models=models, attacks=attacks,
+        backbones=_names(raw.get("backbones", ["minilm"]), "backbones", where),
+        seeds=_seeds(raw.get("seeds", [0]), where),
+        train_size=_sizes(raw.get("train_size", "full"), "train_size", tasks, where),
+        eval_size=_sizes(raw.get("eval_size", "full"), "eval_size", attacks, where),
+        data_source=source_kind,
+        train=make_params(TrainConfig, _table(raw, "train", where), f"{where} [train]"),
+        model_params=_overrides(raw, "model_params", models, where),
+        attack_params=_overrides(raw, "attack_params", attacks, where),
+        resources=resources,
+    )
+
+
+def expand(config: GridConfig) -> list[RunSpec]:
+    """The cartesian product tasks x models x backbones x seeds x train sizes x attacks x eval sizes."""
+    specs = []
+    for task, model, backbone, seed in product(config.tasks, config.models, config.backbones, config.seeds):
+        for train_size, attack in product(_sizes_for(config.train_size, task), config.attacks):
+            for eval_size in _sizes_for(config.eval_size, attack):
+                specs.append(RunSpec(
+                    task=task, model=model, attack=attack, backbone=backbone, seed=seed, train_size=train_size,
+                    eval_size=eval_size, data_source=config.data_source, train=config.train,
+                    model_params=dict(config.model_params.get(model, {})),
+                    attack_params=dict(config.attack_params.get(attack, {}))))
+    return specs
+
+
+# ---------------------------------------------------------------- parsing helpers
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip() or "/" in value:
+        raise RobenchError(f"{where}: name must be a non-empty string without '/', got {value!r}")
+    return value.strip()
+
+
+def _names(value: Any, key: str, where: str) -> tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) and v.strip() for v in values):
+        raise RobenchError(f"{where}: {key} must be a non-empty list of names, got {value!r}")
+    if len(set(values)) != len(values):
+        raise RobenchError(f"{where}: {key} lists a name twice: {values}")
+    return tuple(v.strip() for v in values)
+
+
+def _seeds(value: Any, where: str) -> tuple[int, ...]:
+    values = [value] if isinstance(value, int) else value
+    if not isinstance(values, list) or not values or not all(type(v) is int for v in values):
+        raise RobenchError(f"{where}: seeds must be a non-empty list of integers, got {value!r}")
+    if len(set(values)) != len(values):
+        raise RobenchError(f"{where}: seeds lists a seed twice: {values}")
+    return tuple(values)
+
+
+def _size_list(value: Any, key: str, where: str) -> tuple[Size, ...]:
+    values = value if isinstance(value, list) else [value]
+    out = []
+    for v in values:
+        if v == "full":
+            out.append(None)
+        elif type(v) is int and v > 0:
+            out.append(v)
+        else:
+            raise RobenchError(f"{where}: {key} values must be positive integers or \"full\", got {v!r}")
+    if not out or len(set(out)) != len(out):
+        raise RobenchError(f"{where}: {key} must list distinct sizes, got {value!r}")
+    return tuple(out)
+
+
+def _sizes(value: Any, key: str, names: tuple[str, ...], where: str) -> Sizes:
+    """An int, "full", a list of them, or a table of those by name (with an optional "default")."""
+    if not isinstance(value, dict):
+        return {"default": _size_list(value, key, where)}
+    stray = sorted(set(value) - set(names) - {"default"})
+    if stray:
+        raise RobenchError(f"{where}: {key} names {stray}, which are not in the grid ({', '.join(names)}) "
+                           "and not 'default'")
+    return {k: _size_list(v, f"{key}.{k}", where) for k, v in value.items()}
+
+
+def _sizes_for(sizes: Sizes, name: str) -> tuple[Size, ...]:
+    return sizes.get(name, sizes.get("default", (None,)))
+
+
+def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise RobenchError(f"{where}: [{key}] must be a table of key = value pairs, got {value!r}")
+    return value
+
+
+def _overrides(raw: dict[str, Any], key: str, names: tuple[str, ...], where: str) -> dict[str, dict[str, Any]]:
+    table = _table(raw, key, where)
+    for name, params in table.items():
+        if name not in names:
+            raise RobenchError(f"{where}: [{key}.{name}] but {name!r} is not in the grid ({', '.join(names)})")
+        if not isinstance(params, dict):
+            raise RobenchError(f"{where}: [{key}.{name}] must be a table of hyperparameters")
+    return table

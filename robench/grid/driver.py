@@ -1,0 +1,181 @@
+"""The grid driver: RunSpecs -> train jobs, then attack jobs, on an executor; the result per cell.
+
+Cells with a finished run record are skipped. Specs that differ only in the
+attack share one fine-tuned checkpoint: the grid schedules ONE train job per
+distinct `robench.training.checkpoint_key`, and the attack jobs that need it once
+it is done (they then reuse the cached checkpoint). A failed job is retried up to
+`max_retries` times, then recorded in `<results_dir>/grid/<grid_id>/failures.json`
+(outside `runs/`, so the leaderboard never reads it); the grid goes on. Records
+land in `<results_dir>/runs/` exactly as with `robench run`.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping
+
+from robench.errors import RobenchError
+from robench.grid.board import Board
+from robench.grid.config import GridConfig, expand, load_config
+from robench.grid.executors import Failure, Hook, Job, LocalExecutor, RayExecutor
+from robench.settings import Settings
+from robench.spec import RunSpec, content_hash
+
+State = Literal["pending", "training", "attacking", "done", "failed", "skipped"]
+
+
+@dataclass
+class GridCell:
+    """One run of the grid and where it stands."""
+
+    spec: RunSpec
+    checkpoint: str  # the checkpoint key it shares with the other attacks on the same model
+    state: State = "pending"
+    attempts: int = 0
+    error: str = ""
+
+
+@dataclass
+class TrainJob:
+    """One fine-tuning job, shared by every cell whose spec differs only in the attack."""
+
+    spec: RunSpec
+    key: str
+    cells: list[GridCell]
+    state: State = "pending"
+    attempts: int = 0
+    error: str = ""
+
+
+@dataclass
+class GridResult:
+    grid_id: str
+    cells: list[GridCell]
+    trains: list[TrainJob]
+    failures_path: Path
+    seconds: float
+
+    def count(self, state: State) -> int:
+        return sum(cell.state == state for cell in self.cells)
+
+
+def grid(config: str | Path | Mapping[str, Any] | GridConfig, settings: Settings, executor: str = "ray",
+         device: str = "auto", address: str | None = None, max_retries: int = 2, console: Any = None,
+         before: Hook | None = None) -> GridResult:
+    """Run every cell of `config` that has no finished record; see the module docstring.
+
+    `executor` is "ray" or "local"; `before` (tests only) runs in the worker before each job.
+    `console`: a rich Console for the live table, or None for silence.
+    """
+    cfg = config if isinstance(config, GridConfig) else load_config(config)
+    if max_retries < 0:
+        raise RobenchError(f"--max-retries must be >= 0, got {max_retries}")
+    if executor not in ("ray", "local"):
+        raise RobenchError(f"unknown executor {executor!r} (use ray or local)")
+    start = time.perf_counter()
+    cells, trains = plan(expand(cfg), settings)
+    grid_id = f"{cfg.name}-{content_hash(sorted(c.spec.run_id for c in cells), 8)}"
+    failures_path = settings.results_dir / "grid" / grid_id / "failures.json"
+    driver = _Driver(trains, failures_path, max_retries)
+    board = Board(cells, trains, f"grid {grid_id}")
+    run_jobs = LocalExecutor if executor == "local" else RayExecutor
+    kwargs = {} if executor == "local" else {"resources": cfg.resources, "address": address}
+    with board.live(console):
+        if trains:
+            pool = run_jobs(settings, device, before=before, started=driver.started, **kwargs)
+            try:
+                driver.run(pool, settings, board.refresh)
+            finally:
+                pool.close()
+        driver.write_failures()
+    if console is not None and not console.is_terminal:
+        console.line()  # rich's Live leaves the last line open when not on a terminal
+    return GridResult(grid_id, cells, trains, failures_path, time.perf_counter() - start)
+
+
+def plan(specs: list[RunSpec], settings: Settings) -> tuple[list[GridCell], list[TrainJob]]:
+    """Validate every spec (fail fast, before any job), skip finished ones, group the rest by checkpoint."""
+    from robench.resolve import resolve_run
+    from robench.results import RunStore
+    from robench.training import checkpoint_key
+
+    cells, trains = [], {}
+    for spec in specs:
+        key = checkpoint_key(resolve_run(spec, settings))
+        cell = GridCell(spec, key)
+        cells.append(cell)
+        if RunStore(settings.runs_dir, spec.run_id).finished() is not None:
+            cell.state = "skipped"
+            continue
+        trains.setdefault(key, TrainJob(spec, key, [])).cells.append(cell)
+    return cells, list(trains.values())
+
+
+class _Driver:
+    """Submits train jobs, then each one's attack jobs; retries failures; records the ones that stay failed."""
+
+    def __init__(self, trains: list[TrainJob], failures_path: Path, max_retries: int) -> None:
+        self.trains = {t.key: t for t in trains}
+        self.cells = {c.spec.run_id: c for t in trains for c in t.cells}
+        self.failures_path, self.max_retries = failures_path, max_retries
+        self.failures: list[dict[str, Any]] = []
+
+    def started(self, job: Job) -> None:
+        if job.kind == "train":
+            self.trains[job.key].state = "training"
+            for cell in self.trains[job.key].cells:
+                cell.state = "training"
+        else:
+            self.cells[job.key].state = "attacking"
+
+    def run(self, pool: LocalExecutor | RayExecutor, settings: Settings, refresh: Callable[[], None]) -> None:
+        for train in self.trains.values():
+            pool.submit(Job("train", train.spec, train.key))
+        refresh()
+        while pool.pending:
+            job, output, failure = pool.next_done()
+            target = self.trains[job.key] if job.kind == "train" else self.cells[job.key]
+            target.attempts += 1
+            if failure is not None:
+                target.error = failure.error
+                if target.attempts <= self.max_retries:
+                    pool.submit(job)
+                else:
+                    self._fail(job, target, failure)
+            elif job.kind == "train":
+                target.state = "done"
+                for cell in target.cells:
+                    cell.state = "pending"
+                    pool.submit(Job("attack", cell.spec, cell.spec.run_id))
+            else:
+                _keep_record(settings, output)
+                target.state, target.error = "done", ""
+            refresh()
+
+    def _fail(self, job: Job, target: TrainJob | GridCell, failure: Failure) -> None:
+        cells = target.cells if isinstance(target, TrainJob) else [target]
+        target.state = "failed"
+        for cell in cells:
+            cell.state = "failed"
+            cell.error = failure.error if cell is target else f"training failed: {failure.error}"
+        self.failures.append({"job": job.kind, "key": job.key, "run_ids": [c.spec.run_id for c in cells],
+                              "spec": job.spec.to_dict(), "attempts": target.attempts, "error": failure.error,
+                              "traceback": failure.detail})
+        self.write_failures()
+
+    def write_failures(self) -> None:
+        from robench.results import atomic_write
+
+        atomic_write(self.failures_path, json.dumps({"failures": self.failures}, indent=2, default=str))
+
+
+def _keep_record(settings: Settings, output: dict[str, Any]) -> None:
+    """Write the worker's record here too when it ran on a node without this results dir (no shared disk)."""
+    from robench.results import RunStore, atomic_write
+
+    store = RunStore(settings.runs_dir, output["run_id"])
+    if not store.record_path.is_file():
+        atomic_write(store.csv_path, output["csv"])
+        atomic_write(store.record_path, output["record"])
