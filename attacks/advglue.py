@@ -22,7 +22,8 @@ from robench.errors import RobenchError
 from robench.metrics import textattack_metrics
 from robench.registries import ATTACKS
 from robench.settings import Settings
-from robench.types import AttackContext, AttackRecipe, ExampleResult, Task
+from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.words import join_fields
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def _check(task: Task, params: AdvGlueParams, settings: Settings) -> None:
         load_advglue(task, None, "local")  # raises the "no AdvGLUE split" error
 
 
-def _attack(ctx: AttackContext, params: AdvGlueParams) -> list[ExampleResult]:
+def _attack(ctx: AttackContext, params: AdvGlueParams) -> AttackOutput:
     adv = subset(load_advglue(ctx.task, ctx.settings.data_dir, ctx.spec.data_source), ctx.spec.eval_size,
                  ctx.spec.seed)
     texts, labels = texts_of(adv, ctx.task), list(adv["label"])
@@ -43,7 +44,7 @@ def _attack(ctx: AttackContext, params: AdvGlueParams) -> list[ExampleResult]:
     preds = ctx.victim.predict([texts[i] for i in todo])
     results = []
     for i, pred in zip(todo, preds):
-        text = " [SEP] ".join(texts[i])
+        text = join_fields(texts[i])
         result = ExampleResult(
             index=i, label=int(labels[i]), original_text="", perturbed_text=text, original_prediction=-1,
             perturbed_prediction=int(pred), status="failed" if pred == labels[i] else "successful",
@@ -51,7 +52,7 @@ def _attack(ctx: AttackContext, params: AdvGlueParams) -> list[ExampleResult]:
         )
         ctx.record(result)
         results.append(result)
-    return results
+    return AttackOutput(results, {"advglue": "AdvGLUE dev (AI-secure/adversarial-glue dev.json)"})
 
 
 def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, Any]:
@@ -67,11 +68,7 @@ def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, An
     }
 
 
-def _resources(params: AdvGlueParams, settings) -> dict[str, Any]:
-    return {"advglue": "AdvGLUE dev (AI-secure/adversarial-glue dev.json)"}
-
-
 ATTACKS.register("advglue")(AttackRecipe(
     name="advglue", summary="Replay the AdvGLUE dev set (Wang et al., 2021); static adversarial evaluation",
-    attack=_attack, params=AdvGlueParams, check=_check, resources=_resources, summarize=_summarize,
+    attack=_attack, params=AdvGlueParams, check=_check, summarize=_summarize,
 ))

@@ -16,7 +16,8 @@ BERT", EMNLP 2020. https://arxiv.org/abs/2004.09984
 * filters: stopwords (the paper's `filter_words`, the same list as TextFooler's),
   the word itself, candidates that are not one word;
 * at most 40% of the words change: a swap is allowed while the text differs from
-  the original in at most ceil(0.4 * words) words (TextAttack's MaxWordsPerturbed);
+  the original in at most ceil(0.4 * words) words (TextAttack's MaxWordsPerturbed;
+  the parameter `max_perturbed` is that fraction, `max_changed_words` the count);
 * sentence similarity of the whole candidate text to the original >= 0.2
   (cosine), as TextAttack's recipe (UniversalSentenceEncoder(threshold=0.2,
   metric="cosine", compare_against_original=True, window_size=None));
@@ -60,26 +61,24 @@ from typing import Any
 
 import numpy as np
 import torch
-from robench.attacks.textfooler import check_threshold, describe_encoder, encoder_threshold
+from robench.attacks.common import (
+    changeable_words,
+    check_threshold,
+    describe_encoder,
+    describe_stopwords,
+    encoder_threshold,
+    info_of,
+    validate_encoder_params,
+)
 
 from robench import resources
-from robench.engine import (
-    CachedEmbedder,
-    EngineConfig,
-    Request,
-    SearchFactory,
-    Similarity,
-    Words,
-    WordSwapSearch,
-    attack_examples,
-    is_one_word,
-    recover_case,
-    split_words,
-)
+from robench.engine import EngineConfig, Request, SearchFactory, attack_examples
 from robench.registries import ATTACKS
+from robench.search import CachedEmbedder, Similarity, WordSwapSearch
 from robench.settings import Settings
-from robench.types import AttackContext, AttackRecipe, ExampleResult
+from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
 from robench.victim import Text
+from robench.words import Words, is_one_word, recover_case, split_words
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class BertAttackParams:
     k: int = 48  # MLM candidates per word (paper: 48)
     masked_lm: str = "built"  # the MLM built by `robench resources build-mlm`, or a hub id (bert-base-uncased)
     sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
-    max_perturbed: float = 0.4  # at most this fraction of the words may change (ceil)
+    max_perturbed: float = 0.4  # fraction of the words that may change: max_changed_words = ceil(this * words)
     similarity_threshold: float = 0.2  # the paper's (USE) value; mapped to the encoder used
     similarity_metric: str = "cosine"
     encoder_threshold: float | None = None  # a threshold on the encoder used; None: mapped from the above
@@ -100,16 +99,11 @@ class BertAttackParams:
     encoder_batch_size: int = 128
 
     def __post_init__(self) -> None:
-        if self.sentence_encoder not in resources.ENCODERS:
-            raise ValueError(f"sentence_encoder must be one of {resources.ENCODERS}, got {self.sentence_encoder!r}")
+        validate_encoder_params(self)
         if self.k < 1 or self.mlm_max_length < 3 or self.mlm_batch_size < 1 or self.concurrency < 1:
             raise ValueError("k, mlm_batch_size and concurrency must be positive, mlm_max_length >= 3")
         if not 0 < self.max_perturbed <= 1:
             raise ValueError(f"max_perturbed must be in (0, 1], got {self.max_perturbed}")
-        if self.similarity_metric not in ("angular", "cosine"):
-            raise ValueError(f"similarity_metric must be 'angular' or 'cosine', got {self.similarity_metric!r}")
-        if self.query_budget is not None and self.query_budget < 1:
-            raise ValueError(f"query_budget must be positive or null, got {self.query_budget}")
 
 
 @dataclass
@@ -219,17 +213,15 @@ def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFa
     """The per-example search: one MLM request for the candidate table, then greedy WIR over it."""
     threshold = encoder_threshold(params, res.encoder)
     similarity = Similarity(threshold, params.similarity_metric, None, against_original=True)
-
-    def indices(original: Words) -> list[int]:
-        return [i for i, w in enumerate(original.words) if w.lower() not in res.stopwords]
+    indices = changeable_words(res.stopwords)
 
     def search(text: Text, label: int, clean: np.ndarray):
         original = Words.of(text)
-        table: list[list[str]] = (yield Request("mlm", [original.field]))[0]
-        budget = math.ceil(params.max_perturbed * len(original.words))
+        table: list[list[str]] = (yield Request("mlm", [original.field_text]))[0]
+        max_changed_words = math.ceil(params.max_perturbed * len(original.words))
 
         def candidates(current: Words, original: Words, i: int) -> list[Words]:
-            if current.diff(original) + 1 > budget:
+            if current.diff(original) + 1 > max_changed_words:
                 return []
             return [current.replace(i, w) for w in table[i]]
 
@@ -247,24 +239,22 @@ def attack_with(ctx: AttackContext, params: BertAttackParams, res: BertAttackRes
     return attack_examples(ctx, build_search(params, res), services, config)
 
 
-def _attack(ctx: AttackContext, params: BertAttackParams) -> list[ExampleResult]:
-    return attack_with(ctx, params, load_resources(params, ctx.settings, ctx.victim.device))
-
-
 def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, Any]:
-    mlm = dict(getattr(res.mlm, "info", None) or {})
+    """The run record's `resources.attack`: the MLM (and its held-out accuracy), encoder and stopwords."""
+    mlm = dict(info_of(res.mlm, {}))
     return {"masked_lm": mlm, "masked_lm_heldout_accuracy": mlm.get("heldout_masked_accuracy"),
             "sentence_encoder": describe_encoder(params, res.encoder),
-            "stopwords": getattr(res.stopwords, "info", None) or f"{len(res.stopwords)} stopwords"}
+            "stopwords": describe_stopwords(res.stopwords)}
 
 
-def _resources(params: BertAttackParams, settings: Settings) -> dict[str, Any]:
-    return describe(params, load_resources(params, settings, torch.device("cpu")))
+def _attack(ctx: AttackContext, params: BertAttackParams) -> AttackOutput:
+    res = load_resources(params, ctx.settings, ctx.victim.device)
+    return AttackOutput(attack_with(ctx, params, res), describe(params, res))
 
 
 ATTACKS.register("bert-attack")(AttackRecipe(
     name="bert-attack",
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations), "
             "importance by [MASK], <=40% words, greedy; batched across examples",
-    attack=_attack, params=BertAttackParams, check=check, resources=_resources,
+    attack=_attack, params=BertAttackParams, check=check,
 ))

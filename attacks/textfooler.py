@@ -52,7 +52,7 @@ Speed, with the same result: model calls are batched across `concurrency`
 examples and cached; the cheap constraints (stopword, embedding cosine, POS)
 run before the sentence encoder; encodings are cached; with
 lazy_similarity=True the encoder scores only the candidates whose similarity can
-change the greedy choice (`robench.engine.select_lazy`, proven equal to the
+change the greedy choice (`robench.search.select_lazy`, proven equal to the
 straightforward order by tests/test_attacks.py). The victim then also scores
 candidates the encoder would reject, so `avg_queries` (counted at the victim)
 can exceed TextAttack's; lazy_similarity=False reproduces TextAttack's order and
@@ -63,20 +63,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from robench import resources
-from robench.engine import (
-    CachedEmbedder,
-    EngineConfig,
-    Similarity,
-    Words,
-    WordSwapSearch,
-    attack_examples,
-    is_one_word,
-    recover_case,
+from robench.attacks.common import (
+    changeable_words,
+    check_threshold,
+    describe_encoder,
+    describe_stopwords,
+    encoder_threshold,
+    info_of,
+    validate_encoder_params,
 )
+
+from robench import resources
+from robench.engine import EngineConfig, attack_examples
 from robench.registries import ATTACKS
+from robench.search import CachedEmbedder, Similarity, WordSwapSearch
 from robench.settings import Settings
-from robench.types import AttackContext, AttackRecipe, ExampleResult, Task
+from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.words import Words, is_one_word, recover_case
 
 USE_THRESHOLD = 0.840845057  # TextAttack: 1 - 0.5 / pi, the TextFooler code's USE threshold as an angular similarity
 
@@ -99,16 +102,11 @@ class TextFoolerParams:
     encoder_batch_size: int = 128
 
     def __post_init__(self) -> None:
-        if self.sentence_encoder not in resources.ENCODERS:
-            raise ValueError(f"sentence_encoder must be one of {resources.ENCODERS}, got {self.sentence_encoder!r}")
+        validate_encoder_params(self)
         if self.synonym_source not in resources.SOURCES:
             raise ValueError(f"synonym_source must be one of {resources.SOURCES}, got {self.synonym_source!r}")
-        if self.similarity_metric not in ("angular", "cosine"):
-            raise ValueError(f"similarity_metric must be 'angular' or 'cosine', got {self.similarity_metric!r}")
         if self.k < 1 or self.window < 1 or self.concurrency < 1 or self.encoder_batch_size < 1:
             raise ValueError("k, window, concurrency and encoder_batch_size must be positive")
-        if self.query_budget is not None and self.query_budget < 1:
-            raise ValueError(f"query_budget must be positive or null, got {self.query_budget}")
 
 
 @dataclass
@@ -119,20 +117,6 @@ class TextFoolerResources:
     tagger: Any  # .tag(words) -> universal tags
     synonyms: Any  # .neighbours(word, k, min_cos) -> [(word, cos)], most similar first
     encoder: Any  # .embed(texts) -> L2-normalised rows; .threshold_for(paper_threshold, metric)
-
-
-def encoder_threshold(params, encoder: Any) -> float:
-    """`params.encoder_threshold`, else the encoder's value for the paper's threshold (`threshold_for`)."""
-    if params.encoder_threshold is not None:
-        return float(params.encoder_threshold)
-    return float(encoder.threshold_for(params.similarity_threshold, params.similarity_metric))
-
-
-def check_threshold(params: Any) -> None:
-    """Before training: the paper's threshold must have a mapping on the chosen encoder (or be overridden)."""
-    if params.encoder_threshold is None:
-        resources.SentenceEncoder(params.sentence_encoder, lambda texts: None, {}).threshold_for(  # no model loaded
-            params.similarity_threshold, params.similarity_metric)
 
 
 def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
@@ -172,9 +156,6 @@ class _PosCheck:
 def build_search(params: TextFoolerParams, res: TextFoolerResources) -> WordSwapSearch:
     pos_ok = _PosCheck(res.tagger, params.allow_verb_noun_swap)
 
-    def indices(original: Words) -> list[int]:
-        return [i for i, w in enumerate(original.words) if w.lower() not in res.stopwords]
-
     def candidates(current: Words, original: Words, i: int) -> list[Words]:
         word, out = current.words[i], []
         for neighbour, _ in res.synonyms.neighbours(word.lower(), k=params.k, min_cos=params.min_cos):
@@ -186,8 +167,8 @@ def build_search(params: TextFoolerParams, res: TextFoolerResources) -> WordSwap
     threshold = encoder_threshold(params, res.encoder)
     similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
                             skip_shorter_than_window=params.skip_shorter_than_window)
-    return WordSwapSearch(indices, lambda original, i: original.delete(i), candidates, similarity,
-                          lazy=params.lazy_similarity)
+    return WordSwapSearch(changeable_words(res.stopwords), lambda original, i: original.delete(i), candidates,
+                          similarity, lazy=params.lazy_similarity)
 
 
 def attack_with(ctx: AttackContext, params: TextFoolerParams, res: TextFoolerResources) -> list[ExampleResult]:
@@ -197,41 +178,24 @@ def attack_with(ctx: AttackContext, params: TextFoolerParams, res: TextFoolerRes
     return attack_examples(ctx, search, services, config)
 
 
-def _attack(ctx: AttackContext, params: TextFoolerParams) -> list[ExampleResult]:
-    return attack_with(ctx, params, load_resources(params, ctx.settings, ctx.victim.device))
-
-
-def _info(obj: Any, default: Any) -> Any:
-    return getattr(obj, "info", None) or default
-
-
-def describe_encoder(params: Any, encoder: Any) -> dict[str, Any]:
-    """The encoder's `.info` plus the paper's threshold and the one used on this encoder."""
-    out = dict(_info(encoder, {}))
-    out.update(paper="Universal Sentence Encoder", paper_threshold=params.similarity_threshold,
-               metric=params.similarity_metric, threshold=encoder_threshold(params, encoder),
-               threshold_overridden=params.encoder_threshold is not None)
-    return out
-
-
 def describe(params: TextFoolerParams, res: TextFoolerResources) -> dict[str, Any]:
+    """The run record's `resources.attack`: every loaded resource, the encoder with its threshold."""
     return {
-        "synonyms": _info(res.synonyms, params.synonym_source),
+        "synonyms": info_of(res.synonyms, params.synonym_source),
         "sentence_encoder": describe_encoder(params, res.encoder),
-        "pos_tagger": _info(res.tagger, "pos tagger"),
-        "stopwords": _info(res.stopwords, f"{len(res.stopwords)} stopwords"),
+        "pos_tagger": info_of(res.tagger, "pos tagger"),
+        "stopwords": describe_stopwords(res.stopwords),
     }
 
 
-def _resources(params: TextFoolerParams, settings: Settings) -> dict[str, Any]:
-    import torch
-
-    return describe(params, load_resources(params, settings, torch.device("cpu")))
+def _attack(ctx: AttackContext, params: TextFoolerParams) -> AttackOutput:
+    res = load_resources(params, ctx.settings, ctx.victim.device)
+    return AttackOutput(attack_with(ctx, params, res), describe(params, res))
 
 
 ATTACKS.register("textfooler")(AttackRecipe(
     name="textfooler",
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
-    attack=_attack, params=TextFoolerParams, check=check, resources=_resources,
+    attack=_attack, params=TextFoolerParams, check=check,
 ))

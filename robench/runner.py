@@ -45,8 +45,8 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     done = {} if force else store.load_partial()
     ctx = AttackContext(spec, task, victim, settings, eval_data, trained.record["dev_accuracy"], done,
                         store.append, console)
-    new = recipe.attack(ctx, attack_params)
-    results = sorted({**done, **{r.index: r for r in new}}.values(), key=lambda r: r.index)
+    output = recipe.attack(ctx, attack_params)
+    results = sorted({**done, **{r.index: r for r in output.results}}.values(), key=lambda r: r.index)
     metrics = (recipe.summarize or _default_summary)(results, ctx)
     metrics["dev_accuracy"] = trained.record["dev_accuracy"]
     end = time.perf_counter()
@@ -57,14 +57,14 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
             "backbone": trained.record["backbone"],
             "data": {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
                      "task_note": task.note or None},
-            "attack": recipe.resources(attack_params, settings),
+            "attack": output.resources,
             "device": str(torch_device),
         },
         metrics=metrics,
         timings={"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
                  "train_examples_per_second": trained.record["train_examples_per_second"],
                  "train_stage_seconds": trained_at - start, "attack_seconds": end - trained_at,
-                 "total_seconds": end - start, "victim_queries": victim.queries},
+                 "total_seconds": end - start, "victim_queries": victim.model_evaluations},
         checkpoint=str(trained.checkpoint), versions=package_versions(), git_commit=git_commit(), created=now(),
     )
     store.finish(record, results)

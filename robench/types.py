@@ -118,20 +118,27 @@ class AttackContext:
 
 
 @dataclass
+class AttackOutput:
+    """What a recipe's attack returns: its new results and the resources it used, described once."""
+
+    results: list[ExampleResult]  # one per example attacked now (not those in ctx.done)
+    resources: dict[str, Any]  # every external resource the attack used and its substitutes, for the run record
+
+
+@dataclass
 class AttackRecipe:
     """A registry entry under `robench.attacks`.
 
-    `attack(ctx, params)` returns one ExampleResult per attacked example.
+    `attack(ctx, params)` returns an `AttackOutput`: one ExampleResult per attacked example,
+    and a description of every external resource it used, from the resources it loaded.
     `check(task, params, settings)` rejects, *before* training, a task the recipe cannot
     handle or a resource it needs that is missing (cheap checks: no model loading).
-    `resources(params, settings)` names every external resource the recipe uses.
     `summarize(results, ctx)` turns results into metrics (TextAttack's by default).
     """
 
     name: str
     summary: str
-    attack: Callable[[AttackContext, Any], list[ExampleResult]]
+    attack: Callable[[AttackContext, Any], AttackOutput]
     params: type
     check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
-    resources: Callable[[Any, Settings], dict[str, Any]] = lambda params, settings: {}
     summarize: Callable[[list[ExampleResult], AttackContext], dict[str, Any]] | None = None

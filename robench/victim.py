@@ -7,9 +7,11 @@ are enforced in one place, at the victim boundary (as OpenAttack does).
 * Uncached inputs are sorted by length and batched with dynamic padding (to the
   longest input of each batch, never to the model's maximum length).
 * Predictions are cached by text: asking twice costs one forward pass.
+  `Victim.model_evaluations` counts the inputs actually run through the model.
 * Each attacked example carries a `QueryCounter`. Every text it asks about is
-  one query, cached or not (TextAttack's count). A request that would take the
-  counter past its budget raises `QueryBudgetExceeded` and is not evaluated.
+  one query, cached or not (TextAttack's count, `QueryCounter.queries`). A
+  request that would take the counter past its budget raises
+  `QueryBudgetExceeded` and is not evaluated.
 * The forward pass runs under `torch.inference_mode` and, on CUDA, bf16 autocast.
 """
 from __future__ import annotations
@@ -32,22 +34,22 @@ class QueryBudgetExceeded(Exception):
     as a failed attack (TextAttack's convention for an exhausted query budget).
     """
 
-    def __init__(self, used: int, requested: int, budget: int) -> None:
-        super().__init__(f"query budget of {budget} exhausted ({used} used, {requested} more requested)")
-        self.used, self.requested, self.budget = used, requested, budget
+    def __init__(self, queries: int, requested: int, budget: int) -> None:
+        super().__init__(f"query budget of {budget} exhausted ({queries} used, {requested} more requested)")
+        self.queries, self.requested, self.budget = queries, requested, budget
 
 
 @dataclass
 class QueryCounter:
-    """Queries made for one attacked example, and its budget (None: unlimited)."""
+    """The queries charged to one attacked example (every text asked about, cached or not), and its budget."""
 
-    budget: int | None = None
-    used: int = 0
+    budget: int | None = None  # None: unlimited
+    queries: int = 0
 
     def charge(self, n: int) -> None:
-        if self.budget is not None and self.used + n > self.budget:
-            raise QueryBudgetExceeded(self.used, n, self.budget)
-        self.used += n
+        if self.budget is not None and self.queries + n > self.budget:
+            raise QueryBudgetExceeded(self.queries, n, self.budget)
+        self.queries += n
 
 
 class Victim:
@@ -58,7 +60,7 @@ class Victim:
         self.device = device
         self.batch_size = batch_size
         self.max_length = max_length
-        self.queries = 0  # model evaluations of inputs not already in the cache
+        self.model_evaluations = 0  # inputs run through the model (cache misses); not per-example queries
         self.forward_calls = 0  # batches sent through the model
         self._cache: dict[Text, np.ndarray] = {}
 
@@ -111,7 +113,7 @@ class Victim:
         todo = list(dict.fromkeys(x for x in inputs if x not in self._cache))
         if not todo:
             return
-        self.queries += len(todo)
+        self.model_evaluations += len(todo)
         todo.sort(key=lambda x: sum(len(s) for s in x))
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start:start + self.batch_size]

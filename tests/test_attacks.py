@@ -17,11 +17,13 @@ from conftest import tiny_spec
 
 import robench
 from robench.data import load_split
-from robench.engine import EngineConfig, Request, Words, attack_examples, select_eager, select_lazy, split_words
+from robench.engine import EngineConfig, Request, attack_examples
 from robench.registries import TASKS
 from robench.results import RunStore
+from robench.search import select_eager, select_lazy
 from robench.types import AttackContext, ExampleResult
 from robench.victim import QueryBudgetExceeded, QueryCounter, Victim
+from robench.words import Words, split_words
 
 VOCAB = ("good bad film movie story great dull funny plot actor scene heart smart bland warm cold fresh stale "
          "bright dark charming tedious clever silly moving flat rich thin solid weak brave timid lively slow "
@@ -126,8 +128,8 @@ def test_victim_caches_and_counts_queries_per_example(tiny_model):
     first = victim.predict_proba([("a fine film",), ("a dull film",)], a)
     again = victim.predict_proba([("a dull film",), ("a fine film",)], b)
     assert np.array_equal(first, again[::-1])
-    assert victim.forward_calls == 1 and victim.queries == 2  # the second request came from the cache
-    assert (a.used, b.used) == (2, 2)  # every asked text is a query of its example (TextAttack's count)
+    assert victim.forward_calls == 1 and victim.model_evaluations == 2  # the second request came from the cache
+    assert (a.queries, b.queries) == (2, 2)  # every asked text is a query of its example (TextAttack's count)
     assert victim.predict_proba([]).shape == (0, 2)
 
 
@@ -137,9 +139,9 @@ def test_victim_enforces_the_query_budget(tiny_model):
     victim.predict_proba([("one",), ("two",)], counter)
     with pytest.raises(QueryBudgetExceeded, match="budget of 3"):
         victim.predict_proba([("three",), ("four",)], counter)
-    assert counter.used == 2 and victim.queries == 2  # the refused request was not evaluated
+    assert counter.queries == 2 and victim.model_evaluations == 2  # the refused request was not evaluated
     ok, refused = victim.predict_many([([("three",)], counter), ([("five",), ("six",)], QueryCounter(budget=1))])
-    assert ok.shape == (1, 2) and isinstance(refused, QueryBudgetExceeded) and counter.used == 3
+    assert ok.shape == (1, 2) and isinstance(refused, QueryBudgetExceeded) and counter.queries == 3
 
 
 def test_victim_pads_each_length_bucket_to_its_longest_input(tiny_model):
@@ -340,6 +342,25 @@ def test_bert_attack_runs_with_a_tiny_masked_lm(tiny_backbone, tiny_model, setti
     for r in results:
         if r.status == "successful":
             assert r.words_perturbed <= np.ceil(0.4 * len(Words.of((r.original_text,)).words))
+
+
+# --- resources: loaded once, described with the results ----------------------------------
+
+def test_recipes_return_the_description_of_the_resources_they_loaded(tiny_model, settings, monkeypatch):
+    """`attack` loads its resources once and returns their description with the results: nothing is reloaded."""
+    import robench.attacks.textfooler as textfooler
+
+    from robench.registries import ATTACKS
+
+    loaded = []
+    monkeypatch.setattr(textfooler, "load_resources",
+                        lambda params, settings, device: loaded.append(device) or fake_textfooler_resources())
+    params = textfooler.TextFoolerParams(window=5, skip_shorter_than_window=False)
+    output = ATTACKS.get("textfooler").attack(make_ctx(settings, new_victim(tiny_model), 4), params)
+    assert len(output.results) == 4 and loaded == [torch.device("cpu")]
+    assert output.resources == textfooler.describe(params, fake_textfooler_resources())
+    assert output.resources["synonyms"] == {"name": "fake synonyms"}
+    assert output.resources["sentence_encoder"]["threshold"] == pytest.approx(textfooler.USE_THRESHOLD)
 
 
 # --- end to end with the real resources -----------------------------------------------

@@ -1,4 +1,5 @@
-"""`textattack:<recipe>`: TextAttack 0.3.11's three offline failures, result mapping, end-to-end runs."""
+"""`textattack:<recipe>`: the fixes for TextAttack 0.3.11's offline failures, the version check, result mapping,
+end-to-end runs."""
 from __future__ import annotations
 
 import csv
@@ -25,7 +26,7 @@ from robench.types import ExampleResult
 @pytest.fixture(scope="module")
 def ta(tmp_path_factory, tiny_data):
     """textattack, imported the robench way (offline NLTK, downloads disabled)."""
-    from robench.attacks.textattack_backend import load_textattack
+    from robench.attacks.textattack.compat import load_textattack
 
     settings = resolve_settings(tiny_data, tmp_path_factory.mktemp("ta-cache"), tmp_path_factory.mktemp("ta-res"))
     return load_textattack(settings)
@@ -42,7 +43,7 @@ OFFLINE_IMPORT = textwrap.dedent("""
     from robench.registries import ATTACKS
     assert "textattack:textfooler" in ATTACKS.names("textattack:*")
     assert "textattack" not in sys.modules, "registering the recipes must not import textattack"
-    from robench.attacks.textattack_backend import load_textattack, offline_nltk
+    from robench.attacks.textattack.compat import load_textattack, offline_nltk
     from robench.settings import resolve_settings
     settings = resolve_settings(sys.argv[1], sys.argv[2], sys.argv[3])
     import nltk  # its own import sets KMP_* variables
@@ -75,7 +76,7 @@ def test_import_is_offline_lazy_and_leaves_no_trace(tmp_path, tiny_data):
 
 
 def test_missing_nltk_data_is_a_clear_error(tmp_path):
-    from robench.attacks.textattack_backend import load_textattack
+    from robench.attacks.textattack.compat import load_textattack
 
     (tmp_path / "data").mkdir()
     settings = resolve_settings(tmp_path / "data", tmp_path / "cache", tmp_path / "res")
@@ -96,16 +97,21 @@ def _vectors(n: int, dim: int = 8) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def test_stock_word_embedding_without_nn_matrix_crashes(ta):
-    from textattack.shared import WordEmbedding
+def test_table_embedding_answers_nearest_neighbours_for_every_word(ta):
+    """Every kept word has neighbours from the table's nn_matrix (never TextAttack's topk path, which crashes)."""
+    from robench.attacks.textattack.adapters import table_embedding
 
-    emb = WordEmbedding(_vectors(len(WORDS)), {w: i for i, w in enumerate(WORDS)}, dict(enumerate(WORDS)))
-    with pytest.raises(AttributeError):  # TextAttack 0.3.11 slices torch.topk's (values, indices) tuple
-        emb.nearest_neighbours(0, 3)
+    for vectors in (_vectors(len(WORDS)), None):
+        emb = table_embedding(WORDS, vectors, NN)
+        for i in range(len(emb.nn_matrix)):
+            for topn in (1, 3, 50):
+                found = emb.nearest_neighbours(i, topn)
+                assert len(found) <= topn and all(isinstance(j, int) and 0 <= j < len(emb.nn_matrix) for j in found)
+                assert i not in found
 
 
 def test_table_embedding_supplies_nn_matrix_in_table_order(ta):
-    from robench.attacks.textattack_backend import table_embedding
+    from robench.attacks.textattack.adapters import table_embedding
 
     emb = table_embedding(WORDS, _vectors(len(WORDS)), NN)
     assert emb.nn_matrix is not None
@@ -134,30 +140,31 @@ class _Encoder:
 
 
 def _window_constraint(ta):
-    from robench.attacks.textattack_backend import _classes
+    from robench.attacks.textattack.adapters import RobenchSentenceEncoder
 
-    return _classes().encoder(_Encoder(), threshold=0.1, metric="angular", compare_against_original=False,
-                              window_size=15)
+    return RobenchSentenceEncoder(_Encoder(), threshold=0.1, metric="angular", compare_against_original=False,
+                                  window_size=15)
 
 
-def test_punctuation_synonym_breaks_the_stock_window(ta):
-    from textattack.shared import AttackedText, WordEmbedding
+def test_table_swaps_replace_exactly_one_word(ta):
+    """Punctuation ("," "--") and multi-word ("e.g.") entries are dropped, so every swap replaces one word by one
+    word: the window constraint always finds the modified index (a deletion leaves it none: StopIteration)."""
+    from robench.attacks.textattack.adapters import table_embedding
+    from textattack.shared import AttackedText
     from textattack.transformations import WordSwapEmbedding
 
-    raw = WordEmbedding(_vectors(len(WORDS)), {w: i for i, w in enumerate(WORDS)}, dict(enumerate(WORDS)),
-                        nn_matrix=np.concatenate([np.arange(len(WORDS))[:, None], np.clip(NN, 0, None)], axis=1))
-    text = AttackedText("a good film .")
-    swaps = WordSwapEmbedding(max_candidates=5, embedding=raw)(text, indices_to_modify={1})
-    by_text = {t.text: t for t in swaps}
-    assert set(by_text) == {"a great film .", "a, film .", "a e.g. film .", "a fine film .", "a-- film ."}
-    assert by_text["a, film ."].attack_attrs["newly_modified_indices"] == set()  # the "swap" deleted the word
-    assert by_text["a e.g. film ."].words == ["a", "e", "g", "film"]  # and this one inserted a word
-    with pytest.raises(StopIteration):
-        _window_constraint(ta)._check_constraint_many([by_text["a, film ."]], text)
+    emb = table_embedding(WORDS, _vectors(len(WORDS)), NN)
+    assert sorted(emb._word2index) == ["bad", "fine", "good", "great", "nice"]
+    for sentence in ("a good film .", "nice , bad -- fine"):
+        text = AttackedText(sentence)
+        for i in range(len(text.words)):
+            for swap in WordSwapEmbedding(max_candidates=50, embedding=emb)(text, indices_to_modify={i}):
+                assert swap.attack_attrs["newly_modified_indices"] == {i}
+                assert len(swap.words) == len(text.words) and swap.words[i] != text.words[i]
 
 
 def test_filtered_vocabulary_keeps_the_window_working(ta):
-    from robench.attacks.textattack_backend import table_embedding
+    from robench.attacks.textattack.adapters import table_embedding
     from textattack.shared import AttackedText
     from textattack.transformations import WordSwapEmbedding
 
@@ -171,7 +178,7 @@ def test_filtered_vocabulary_keeps_the_window_working(ta):
 
 def test_encoder_constraint_uses_the_encoder_and_its_threshold_mapping(ta, monkeypatch):
     """A USE constraint becomes the robench encoder with the mapped threshold, same metric and window."""
-    from robench.attacks.textattack_backend import TextAttackParams, _encoder_constraint
+    from robench.attacks.textattack.recipes import TextAttackParams, TextAttackSpec, encoder_constraint, load_resources
     from textattack.constraints.semantics.sentence_encoders import UniversalSentenceEncoder
 
     import robench.resources as resources
@@ -182,21 +189,24 @@ def test_encoder_constraint_uses_the_encoder_and_its_threshold_mapping(ta, monke
 
     asked = []
     monkeypatch.setattr(resources, "sentence_encoder", lambda settings, device, name: asked.append(name) or Mapped())
+    needs_encoder = TextAttackSpec("x", "X", "", frozenset({"encoder"}))
+    encoder = load_resources(needs_encoder, TextAttackParams(), None, torch.device("cpu")).encoder
     use = UniversalSentenceEncoder(threshold=0.840845057, metric="angular", compare_against_original=False,
                                    window_size=15, skip_text_shorter_than_window=True)
-    c = _encoder_constraint(use, TextAttackParams(), None, torch.device("cpu"))
+    c = encoder_constraint(use, TextAttackParams(), encoder)
     assert c.threshold == pytest.approx(0.840845057 / 2) and c.metric == "angular" and c.window_size == 15
     assert c.skip_text_shorter_than_window and not c.compare_against_original and use.model is None
-    assert _encoder_constraint(use, TextAttackParams(similarity_threshold=0.5), None, None).threshold == 0.25
-    assert _encoder_constraint(use, TextAttackParams(encoder_threshold=0.7), None, None).threshold == 0.7
+    assert encoder_constraint(use, TextAttackParams(similarity_threshold=0.5), encoder).threshold == 0.25
+    assert encoder_constraint(use, TextAttackParams(encoder_threshold=0.7), encoder).threshold == 0.7
     whole = UniversalSentenceEncoder(threshold=0.2, metric="cosine")  # BERT-Attack: no window
-    c = _encoder_constraint(whole, TextAttackParams(sentence_encoder="use-m3"), None, None)
-    assert c.window_size == float("inf") and c.threshold == 0.2 and asked[-1] == "use-m3"
+    encoder = load_resources(needs_encoder, TextAttackParams(sentence_encoder="use-m3"), None, None).encoder
+    c = encoder_constraint(whole, TextAttackParams(sentence_encoder="use-m3"), encoder)
+    assert c.window_size == float("inf") and c.threshold == 0.2 and asked == ["minilm", "use-m3"]
 
 
 def test_neighbour_lists_without_vectors(ta):
     """robench's "neighbors" source has no vectors: listed neighbours have cosine 1.0, others 0.0."""
-    from robench.attacks.textattack_backend import table_embedding
+    from robench.attacks.textattack.adapters import table_embedding
     from textattack.constraints.semantics import WordEmbeddingDistance
     from textattack.shared import AttackedText
     from textattack.transformations import WordSwapEmbedding
@@ -213,15 +223,29 @@ def test_neighbour_lists_without_vectors(ta):
 
 
 def test_homoglyph_swap_without_the_missing_data_file(ta):
-    """TextBugger's WordSwapHomoglyphSwap opens a file the 0.3.11 wheel does not ship."""
-    from robench.attacks.textattack_backend import _classes
-    from textattack.transformations import WordSwapHomoglyphSwap
+    """TextBugger's homoglyph swap builds without the file the 0.3.11 wheel does not ship, and swaps as before."""
+    from robench.attacks.textattack.adapters import HomoglyphSwap
 
-    with pytest.raises(FileNotFoundError, match="intentional_homoglyphs"):
-        WordSwapHomoglyphSwap()
-    swap = _classes().homoglyph()
+    swap = HomoglyphSwap()
     assert swap._get_replacement_words("ok") == ["оk", "o𝒌"]  # Cyrillic o, math italic k
     assert swap.homos_intentional == {}
+
+
+def test_check_refuses_other_textattack_versions(settings, monkeypatch):
+    """The backend patches TextAttack 0.3.11: any other installed version fails the check, naming both."""
+    from robench.attacks.textattack import compat
+    from robench.attacks.textattack.recipes import TextAttackParams
+
+    from robench.registries import ATTACKS, TASKS
+
+    recipe, task = ATTACKS.get("textattack:pruthi"), TASKS.get("sst2")
+    recipe.check(task, TextAttackParams(), settings)  # the installed version is the supported one
+    monkeypatch.setattr(compat, "installed_version", lambda: "0.3.10")
+    with pytest.raises(RobenchError, match=r"TextAttack 0\.3\.11, but textattack 0\.3\.10 is installed"):
+        recipe.check(task, TextAttackParams(), settings)
+    monkeypatch.setattr(compat, "installed_version", lambda: None)
+    with pytest.raises(RobenchError, match="textattack is not installed"):
+        recipe.check(task, TextAttackParams(), settings)
 
 
 # ---------------------------------------------------------------- result mapping
@@ -235,7 +259,7 @@ def _goal_result(ta, text, probs, status, queries=0, label=1):
 
 
 def test_result_mapping(ta):
-    from robench.attacks.textattack_backend import to_example_result
+    from robench.attacks.textattack.results import to_example_result
     from textattack.attack_results import (
         FailedAttackResult,
         MaximizedAttackResult,
@@ -298,16 +322,16 @@ def test_deepwordbug_end_to_end_with_budget_and_resume(settings, tiny_backbone):
 
 
 def test_example_errors_are_recorded_and_the_run_goes_on(settings, tiny_backbone, monkeypatch):
-    import robench.attacks.textattack_backend as backend
+    import robench.attacks.textattack.results as mapping
 
-    original = backend.to_example_result
+    original = mapping.to_example_result
 
     def flaky(index, label, result):
         if index == 1:
             raise ValueError("boom")
         return original(index, label, result)
 
-    monkeypatch.setattr(backend, "to_example_result", flaky)
+    monkeypatch.setattr(mapping, "to_example_result", flaky)
     record = robench.run(tiny_spec(tiny_backbone, attack="textattack:pruthi", eval_size=3), settings, device="cpu")
     rows = _rows(settings, record)
     assert [r["status"] == "error" for r in rows] == [False, True, False]

@@ -54,7 +54,7 @@ def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: s
         timings={"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
                  "load_seconds": loaded - start, "word_probe_seconds": probed - loaded,
                  "representation_seconds": end - probed, "total_seconds": end - start,
-                 "victim_queries": victim.queries, "device": str(torch_device)},
+                 "victim_queries": victim.model_evaluations, "device": str(torch_device)},
         checkpoint=str(trained.checkpoint), versions=package_versions(), git_commit=git_commit(), created=now(),
     )
 

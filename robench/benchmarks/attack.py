@@ -97,7 +97,7 @@ def specs(options: AttackBenchOptions, data_source: str) -> dict[str, Any]:
 
 def warm_up(spec, settings, device: str, console: Console | None) -> None:
     """One-off setup outside the timed region: checkpoint, candidate table, textattack import."""
-    from robench.attacks.textattack_backend import load_textattack
+    from robench.attacks.textattack.compat import load_textattack
     from robench.resources import synonym_table
     from robench.runner import train
 
