@@ -257,4 +257,5 @@ ATTACKS.register("bert-attack")(AttackRecipe(
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations), "
             "importance by [MASK], <=40% words, greedy; batched across examples",
     attack=_attack, params=BertAttackParams, check=check,
+    queries_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
 ))

@@ -3,38 +3,80 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
 from rich.console import Console
 
 from robench.checkpoints import load_victim
 from robench.data import load_split, subset
 from robench.device import pick_device
+from robench.estimate import Estimate, estimate
 from robench.metrics import textattack_metrics
 from robench.resolve import resolve_run
 from robench.results import RunRecord, RunStore, git_commit, now, package_versions
 from robench.settings import Settings, resolve_settings
 from robench.spec import RunSpec
-from robench.training import TrainedModel, fine_tune
+from robench.training import TrainedModel, checkpoint_key, fine_tune, is_cached
 from robench.types import AttackContext, ExampleResult
+
+OnEstimate = Callable[[Estimate], None]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What `run` or `train` would do, without doing it (`--dry-run`)."""
+
+    spec: RunSpec
+    checkpoint: Path
+    checkpoint_cached: bool
+    record: Path | None  # None: training only
+    record_finished: bool
+    estimate: Estimate | None  # None: nothing left to do
+
+
+def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", attack: bool = True) -> RunPlan:
+    """Validate `spec` and say where its checkpoint and record go, whether they exist, and what the rest costs.
+
+    Trains nothing and writes nothing (the calibration behind the estimate is not cached either)."""
+    settings = settings or resolve_settings()
+    resolved = resolve_run(spec, settings, attack=attack)
+    checkpoint = settings.checkpoints_dir / checkpoint_key(resolved)
+    cached = is_cached(checkpoint)
+    record = settings.runs_dir / f"{spec.run_id}.json" if attack else None
+    finished = attack and RunStore(settings.runs_dir, spec.run_id).finished() is not None
+    todo = not finished and (attack or not cached)
+    cost = estimate(resolved, pick_device(device), cached, persist=False) if todo else None
+    return RunPlan(spec, checkpoint, cached, record, finished, cost)
 
 
 def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
-          console: Console | None = None) -> TrainedModel:
-    """Fine-tune (or reuse the cached checkpoint of) `spec.model` on `spec.task`."""
+          console: Console | None = None, on_estimate: OnEstimate | None = None) -> TrainedModel:
+    """Fine-tune (or reuse the cached checkpoint of) `spec.model` on `spec.task`.
+
+    `on_estimate` receives the cost estimate before any training starts (none when the checkpoint is cached)."""
     resolved = resolve_run(spec, settings or resolve_settings(), attack=False)
-    return fine_tune(resolved, pick_device(device), console)
+    torch_device = pick_device(device)
+    if on_estimate is not None and not is_cached(resolved.settings.checkpoints_dir / checkpoint_key(resolved)):
+        on_estimate(estimate(resolved, torch_device, train_cached=False))
+    return fine_tune(resolved, torch_device, console)
 
 
 def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", console: Console | None = None,
-        force: bool = False) -> RunRecord:
-    """Run `spec` end to end and write its record; return the finished record if there is one."""
+        force: bool = False, on_estimate: OnEstimate | None = None) -> RunRecord:
+    """Run `spec` end to end and write its record; return the finished record if there is one.
+
+    `on_estimate` receives the cost estimate of the remaining stages before any of them starts."""
     settings = settings or resolve_settings()
     resolved = resolve_run(spec, settings)
     store = RunStore(settings.runs_dir, spec.run_id)
     if not force and (finished := store.finished()) is not None:
         return finished
     torch_device = pick_device(device)
+    if on_estimate is not None:
+        cached = is_cached(settings.checkpoints_dir / checkpoint_key(resolved))
+        on_estimate(estimate(resolved, torch_device, cached))
     start = time.perf_counter()
     trained = fine_tune(resolved, torch_device, console)
     trained_at = time.perf_counter()

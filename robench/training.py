@@ -18,7 +18,7 @@ from robench.data import load_split, subset, texts_of
 from robench.device import autocast
 from robench.progress import progress_bar
 from robench.resolve import ResolvedRun
-from robench.spec import RunSpec, content_hash
+from robench.spec import RunSpec, TrainConfig, content_hash
 from robench.types import Objective, Task
 from robench.victim import Victim, accuracy
 
@@ -48,7 +48,7 @@ def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = 
     spec, settings, task, defense, params, backbone = (run.spec, run.settings, run.task, run.defense,
                                                        run.model_params, run.backbone)
     target = settings.checkpoints_dir / checkpoint_key(run)
-    if (target / RECORD).is_file():
+    if is_cached(target):
         return TrainedModel(target, True, json.loads((target / RECORD).read_text()))
 
     train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
@@ -71,7 +71,12 @@ def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = 
     return TrainedModel(target, False, record)
 
 
-def _encode(tokenizer, task: Task, ds, max_length: int) -> list[dict[str, Any]]:
+def is_cached(checkpoint: Path) -> bool:
+    """Whether a finished checkpoint exists at `checkpoint`."""
+    return (checkpoint / RECORD).is_file()
+
+
+def encode(tokenizer, task: Task, ds, max_length: int) -> list[dict[str, Any]]:
     fields = [list(ds[f]) for f in task.text_fields]
     enc = tokenizer(*fields, truncation=True, max_length=max_length)
     return [{**{k: enc[k][i] for k in enc}, "labels": label} for i, label in enumerate(ds["label"])]
@@ -93,14 +98,10 @@ def train_step(objective: Objective, optimizer: torch.optim.Optimizer, scheduler
     return loss
 
 
-def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objective, device, console):
-    from transformers import DataCollatorWithPadding, get_linear_schedule_with_warmup
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW without weight decay on biases and LayerNorm weights, with linear warmup and decay."""
+    from transformers import get_linear_schedule_with_warmup
 
-    cfg = spec.train
-    features = _encode(tokenizer, task, train, cfg.max_length)
-    generator = torch.Generator().manual_seed(spec.seed)
-    loader = torch.utils.data.DataLoader(features, batch_size=cfg.batch_size, shuffle=True, generator=generator,
-                                         collate_fn=DataCollatorWithPadding(tokenizer))
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
     groups = [
         {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
@@ -108,8 +109,19 @@ def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objecti
         {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
     ]
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, fused=True)  # one kernel per step, CPU and CUDA
+    return optimizer, get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
+
+
+def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objective, device, console):
+    from transformers import DataCollatorWithPadding
+
+    cfg = spec.train
+    features = encode(tokenizer, task, train, cfg.max_length)
+    generator = torch.Generator().manual_seed(spec.seed)
+    loader = torch.utils.data.DataLoader(features, batch_size=cfg.batch_size, shuffle=True, generator=generator,
+                                         collate_fn=DataCollatorWithPadding(tokenizer))
     total = len(loader) * cfg.epochs
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
+    optimizer, scheduler = make_optimizer(model, cfg, total)
     dev_texts, dev_labels = texts_of(dev, task), list(dev["label"])
     history, train_seconds = [], 0.0
     with progress_bar(console) as progress:

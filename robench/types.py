@@ -142,3 +142,4 @@ class AttackRecipe:
     params: type
     check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
     summarize: Callable[[list[ExampleResult], AttackContext], dict[str, Any]] | None = None
+    queries_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example

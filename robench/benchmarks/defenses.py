@@ -230,7 +230,7 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings) -> dict[
     from robench.defense import resolve_model
     from robench.device import pick_device
     from robench.registries import TASKS
-    from robench.training import _encode, train_step
+    from robench.training import encode, train_step
 
     if "bert" not in options.models:
         raise RobenchError("--models must include bert: costs are reported relative to it")
@@ -240,7 +240,7 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings) -> dict[
     n = options.batch_size * (steps + 1)
     data = subset(load_split(task, "train", settings.data_dir, options.data_source or "local"), n, options.seeds[0])
     collate = DataCollatorWithPadding(tokenizer)
-    features = _encode(tokenizer, task, data, options.max_length)
+    features = encode(tokenizer, task, data, options.max_length)
     batches = [collate(features[i:i + options.batch_size]) for i in range(0, len(features), options.batch_size)]
     params, runners = params_by_model(options.models, options.params), {}
     for name in options.models:

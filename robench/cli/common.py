@@ -6,6 +6,7 @@ import argparse
 from rich.console import Console
 
 from robench.errors import RobenchError
+from robench.presets import DEFAULT_PRESET, PRESETS
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
@@ -29,17 +30,25 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
     p.add_argument("--task", default="sst2", help="registered task (default: sst2)")
     p.add_argument("--backbone", default="minilm", help="minilm (embedded), a local path or a hub id")
     p.add_argument("--seed", type=int, nargs="+", default=[0], help="one or more seeds (default: 0)")
-    p.add_argument("--train-size", type=int, help="train-subset size, chosen by seed (default: all)")
-    p.add_argument("--eval-size", type=int, help="eval/attack-subset size, chosen by seed (default: all)")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
+                   help="named explicit settings for the flags below; explicit flags override "
+                        f"(default: {DEFAULT_PRESET}; " + "; ".join(f"{n}: {x.summary}" for n, x in PRESETS.items())
+                        + ")")
+    p.add_argument("--train-size", type=int, help="train-subset size, chosen by seed (default: the preset's)")
+    p.add_argument("--eval-size", type=int,
+                   help="eval/attack-subset size (default: the preset's for search attacks, all for replay)")
+    p.add_argument("--epochs", type=int, help="default: the preset's")
+    p.add_argument("--lr", type=float, help="default: the preset's")
+    p.add_argument("--batch-size", type=int, help="default: the preset's")
     p.add_argument("--max-length", type=int, default=128, help="longer inputs are truncated (tokens)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="model hyperparameter")
     if attack:
         p.add_argument("--attack-param", action="append", default=[], metavar="KEY=VALUE",
                        help="attack hyperparameter")
         p.add_argument("--force", action="store_true", help="re-run even if a finished record exists")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate, print the resolved spec, where its checkpoint and record go, whether they are "
+                        "cached, and the cost estimate; then exit without training")
     add_common_args(p)
 
 
@@ -52,17 +61,26 @@ def settings_from_args(args):
 def specs_from_args(args, settings):
     """One RunSpec per --seed."""
     from robench.params import parse_assignments
+    from robench.presets import get_preset
+    from robench.registries import ATTACKS
     from robench.spec import RunSpec, TrainConfig
 
     source = args.data_source or ("local" if settings.data_dir is not None else "hub")
-    train = TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_length=args.max_length)
-    sizes = (("--epochs", args.epochs), ("--batch-size", args.batch_size), ("--max-length", args.max_length))
+    preset, attack = get_preset(args.preset), getattr(args, "attack", "advglue")
+    search_attack = hasattr(args, "attack") and ATTACKS.get(attack).queries_per_word > 0
+    epochs, lr, batch_size = (preset.epochs if args.epochs is None else args.epochs,
+                              preset.lr if args.lr is None else args.lr,
+                              preset.batch_size if args.batch_size is None else args.batch_size)
+    train_size = preset.train_size if args.train_size is None else args.train_size
+    eval_size = preset.eval_size(search_attack) if args.eval_size is None else args.eval_size
+    train = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=args.max_length)
+    sizes = (("--epochs", epochs), ("--batch-size", batch_size), ("--max-length", args.max_length))
     for name, value in sizes:
         if value <= 0:
             raise RobenchError(f"{name} must be positive, got {value}")
     for seed in args.seed:
-        yield RunSpec(task=args.task, model=args.model, attack=getattr(args, "attack", "advglue"),
-                      backbone=args.backbone, seed=seed, train_size=args.train_size, eval_size=args.eval_size,
+        yield RunSpec(task=args.task, model=args.model, attack=attack,
+                      backbone=args.backbone, seed=seed, train_size=train_size, eval_size=eval_size,
                       data_source=source, train=train, model_params=parse_assignments(args.param),
                       attack_params=parse_assignments(getattr(args, "attack_param", [])))
 

@@ -6,6 +6,8 @@ from rich.table import Table
 
 from robench.cli.common import add_spec_args, progress_console, settings_from_args, specs_from_args
 
+ERR = Console(stderr=True)
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="fine-tune (or reuse), attack, write a run record")
@@ -29,7 +31,10 @@ def cmd_run(args) -> None:
 
     settings, console = settings_from_args(args), progress_console(args)
     for spec in specs_from_args(args, settings):
-        record = run(spec, settings, device=args.device, console=console, force=args.force)
+        if args.dry_run:
+            print_plan(spec, settings, args.device, attack=True)
+            continue
+        record = run(spec, settings, device=args.device, console=console, force=args.force, on_estimate=say_estimate)
         Console().print(summary_table(record))
         print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
 
@@ -39,9 +44,37 @@ def cmd_train(args) -> None:
 
     settings, console = settings_from_args(args), progress_console(args)
     for spec in specs_from_args(args, settings):
-        trained = train(spec, settings, device=args.device, console=console)
+        if args.dry_run:
+            print_plan(spec, settings, args.device, attack=False)
+            continue
+        trained = train(spec, settings, device=args.device, console=console, on_estimate=say_estimate)
         state = "reused cached checkpoint" if trained.cached else "trained"
         print(f"{state}: {trained.checkpoint} (dev accuracy {trained.record['dev_accuracy']:.4f})")
+
+
+def say_estimate(estimate) -> None:
+    """The one estimate line (and how to make a long CPU run cheaper), on stderr before any work starts."""
+    ERR.print(estimate.line(), highlight=False, markup=False)
+    if (advice := estimate.advice()) is not None:
+        ERR.print(f"hint: {advice}", highlight=False, markup=False)
+
+
+def print_plan(spec, settings, device: str, attack: bool) -> None:
+    import json
+
+    from robench.runner import plan
+
+    p = plan(spec, settings, device, attack=attack)
+    print(json.dumps({"run_id": spec.run_id, "spec": spec.to_dict()}, indent=2))
+    print(f"checkpoint: {p.checkpoint} ({'cached' if p.checkpoint_cached else 'to train'})")
+    if p.record is not None:
+        print(f"record: {p.record} ({'finished' if p.record_finished else 'to run'})")
+    if p.estimate is None:
+        print("nothing to do: everything is cached")
+    else:
+        print(p.estimate.line())
+        if (advice := p.estimate.advice()) is not None:
+            print(f"hint: {advice}")
 
 
 ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (clean) accuracy", "clean_accuracy", "%"),

@@ -1,0 +1,162 @@
+"""An upfront estimate of a run's cost, from a few seconds of calibration on the real model and device.
+
+* training  = optimisation steps x the measured seconds per step of this defense's objective at this batch
+  size (so IM-BERT's solver, FreeLB's ascent steps and SMART's regulariser are all in the measurement)
+  + one dev-split evaluation per epoch at the measured inference rate + loading the model;
+* attack    = the eval examples' model queries / the measured inference rate, where a search attack makes
+  `recipe.queries_per_word` queries per word of its input (measured on SST-2, docs/presets.md) and a replay
+  attack one per example, times `SEARCH_OVERHEAD` for the work outside the victim (candidates, POS tags,
+  sentence encoder: 10% of TextFooler's time when profiled, docs/results.md).
+
+Calibrations are cached per model, parameters, backbone, device, thread count, batch size and maximum length
+under `<cache_dir>/estimates/`; a damaged cache file is ignored and measured again. `robench bench estimate`
+compares the estimate with real runs.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from robench.data import load_split, subset, texts_of
+from robench.resolve import ResolvedRun
+from robench.spec import content_hash
+
+SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
+CALIBRATION_FORMAT = 1
+CPU_HOUR_ADVICE = 3600.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What this machine measured for one model at one batch size."""
+
+    seconds_per_step: float  # one optimisation step (forward, backward, optimiser) at the run's batch size
+    forward_per_second: float  # inference rate of the fine-tuned-to-be model, examples per second
+    load_seconds: float  # building the model from the backbone
+
+
+@dataclass(frozen=True)
+class Estimate:
+    train_seconds: float | None  # None: the checkpoint is cached, nothing to train
+    attack_seconds: float | None  # None: training only
+    train_examples: int
+    attack_examples: int
+    device: str
+
+    @property
+    def total_seconds(self) -> float:
+        return (self.train_seconds or 0.0) + (self.attack_seconds or 0.0)
+
+    def line(self) -> str:
+        train = "cached checkpoint" if self.train_seconds is None else \
+            f"~{duration(self.train_seconds)} ({self.train_examples} examples)"
+        parts = [f"train {train}"]
+        if self.attack_seconds is not None:
+            parts.append(f"attack ~{duration(self.attack_seconds)} ({self.attack_examples} examples)")
+        return f"estimate on {self.device}: " + ", ".join(parts) + f"; total ~{duration(self.total_seconds)}"
+
+    def advice(self) -> str | None:
+        """How to bring a long CPU run down, or None."""
+        if not self.device.startswith("cpu") or self.total_seconds <= CPU_HOUR_ADVICE:
+            return None
+        return ("over an hour on a CPU: use --preset quick, or lower --train-size, --epochs or --eval-size "
+                "(a GPU runs the paper preset in minutes)")
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist: bool = True) -> Estimate:
+    """The estimated cost of `run` on `device` (calibrating the model first unless a measurement is cached)."""
+    spec, settings, task = run.spec, run.settings, run.task
+    train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
+    dev = load_split(task, "eval", settings.data_dir, spec.data_source)
+    cal = calibration(run, device, train, dev, persist)
+    train_seconds = None
+    if not train_cached:
+        steps = math.ceil(len(train) / spec.train.batch_size) * spec.train.epochs
+        train_seconds = cal.load_seconds + steps * cal.seconds_per_step + \
+            spec.train.epochs * len(dev) / cal.forward_per_second
+    attack_seconds, attacked = None, 0
+    if run.recipe is not None:
+        eval_data = subset(dev, spec.eval_size, spec.eval_seed if hasattr(spec, "eval_seed") else spec.seed)
+        attacked = len(eval_data)
+        queries = _queries(run, texts_of(eval_data, task))
+        overhead = SEARCH_OVERHEAD if run.recipe.queries_per_word else 1.0
+        attack_seconds = cal.load_seconds + overhead * queries / cal.forward_per_second
+    return Estimate(train_seconds, attack_seconds, len(train), attacked, str(device))
+
+
+def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:
+    per_word = run.recipe.queries_per_word if run.recipe is not None else 0.0
+    if not per_word:
+        return float(len(texts))
+    return sum(1 + per_word * len(text[-1].split()) for text in texts)  # word attacks perturb the last field
+
+
+def calibration(run: ResolvedRun, device: torch.device, train, dev, persist: bool = True) -> Calibration:
+    path = _cache_path(run, device)
+    try:
+        return Calibration(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        pass  # none yet, or damaged: measure again
+    cal = measure(run, device, train, dev)
+    if persist:
+        from robench.results import atomic_write
+
+        atomic_write(path, json.dumps(asdict(cal)))
+    return cal
+
+
+def _cache_path(run: ResolvedRun, device: torch.device) -> Path:
+    spec = run.spec
+    key = content_hash({"format": CALIBRATION_FORMAT, "model": spec.model, "params": run.model_params,
+                        "backbone": run.backbone.fingerprint, "device": str(device), "task": spec.task,
+                        "threads": torch.get_num_threads(), "batch_size": spec.train.batch_size,
+                        "max_length": spec.train.max_length, "torch": torch.__version__})
+    return run.settings.cache_dir / "estimates" / f"{key}.json"
+
+
+def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) -> Calibration:
+    """Time model loading, `steps` optimisation steps (after one warm-up) and inference, on real examples."""
+    from robench.backbones import load_tokenizer
+    from robench.training import encode, make_optimizer, train_step
+    from robench.victim import Victim
+
+    spec, task = run.spec, run.task
+    start = time.perf_counter()
+    tokenizer = load_tokenizer(run.backbone.location)
+    model = run.defense.build(run.backbone.location, task.num_labels, run.model_params).to(device)
+    load_seconds = time.perf_counter() - start
+
+    from transformers import DataCollatorWithPadding
+
+    sample = subset(train, min(len(train), spec.train.batch_size), 0)
+    batch = DataCollatorWithPadding(tokenizer)(encode(tokenizer, task, sample, spec.train.max_length))
+    objective = run.defense.objective(model, run.model_params)
+    optimizer, scheduler = make_optimizer(model, spec.train, total_steps=steps + 1)
+    model.train()
+    times = []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        train_step(objective, optimizer, scheduler, {k: v.to(device) for k, v in batch.items()}, device,
+                   spec.train.max_grad_norm)
+        times.append(time.perf_counter() - start)
+
+    texts = texts_of(subset(dev, min(len(dev), 64), 0), task)
+    victim = Victim(model, tokenizer, device, max_length=spec.train.max_length)
+    victim.predict(texts[:8])  # warm-up
+    start = time.perf_counter()
+    victim.predict(texts[8:])
+    rate = max(len(texts) - 8, 1) / (time.perf_counter() - start)
+    return Calibration(seconds_per_step=sum(times[1:]) / steps, forward_per_second=rate, load_seconds=load_seconds)

@@ -1,0 +1,67 @@
+"""Presets resolve to explicit spec values; --dry-run does nothing; the estimate comes before any training."""
+from __future__ import annotations
+
+import pytest
+
+from robench.cli import build_parser, main
+from robench.cli.common import specs_from_args
+from robench.presets import PRESETS
+
+
+@pytest.fixture
+def base(settings, tiny_backbone):
+    return ["--backbone", str(tiny_backbone), "--data-dir", str(settings.data_dir), "--cache-dir",
+            str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--max-length", "32", "--quiet"]
+
+
+def _specs(settings, *argv):
+    return list(specs_from_args(build_parser().parse_args(list(argv)), settings))
+
+
+def test_quick_is_the_default_and_equals_its_values_spelled_out(settings):
+    quick = PRESETS["quick"]
+    implicit = _specs(settings, "run", "--model", "imbert", "--attack", "textfooler")[0]
+    spelled = _specs(settings, "run", "--model", "imbert", "--attack", "textfooler", "--preset", "paper",
+                     "--train-size", str(quick.train_size), "--epochs", str(quick.epochs), "--lr", str(quick.lr),
+                     "--batch-size", str(quick.batch_size), "--eval-size", str(quick.search_eval_size))[0]
+    assert implicit.run_id == spelled.run_id
+    assert (implicit.train_size, implicit.eval_size, implicit.train.epochs) == (1000, 50, 3)
+    assert "preset" not in implicit.to_dict()
+
+
+def test_replay_attacks_keep_their_whole_split_and_paper_is_the_full_setting(settings):
+    assert _specs(settings, "run", "--attack", "advglue")[0].eval_size is None
+    paper = _specs(settings, "run", "--attack", "textfooler", "--preset", "paper")[0]
+    assert (paper.train_size, paper.eval_size, paper.train.epochs) == (None, None, 3)
+
+
+def test_explicit_flags_override_the_preset(settings):
+    spec = _specs(settings, "run", "--attack", "textfooler", "--preset", "quick", "--train-size", "200",
+                  "--epochs", "1", "--eval-size", "7", "--lr", "3e-5")[0]
+    assert (spec.train_size, spec.train.epochs, spec.eval_size, spec.train.lr) == (200, 1, 7, 3e-5)
+    assert spec.train.batch_size == PRESETS["quick"].batch_size
+
+
+@pytest.mark.parametrize("command", ["run", "train"])
+def test_dry_run_trains_nothing_and_writes_nothing(capsys, settings, base, command):
+    code = main([command, *base, "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "checkpoint:" in out and "to train" in out and "estimate on cpu" in out
+    assert not settings.results_dir.exists() and not (settings.cache_dir / "checkpoints").exists()
+    assert not (settings.cache_dir / "estimates").exists()
+
+
+def test_the_estimate_line_comes_before_the_first_training_step(capsys, settings, base, monkeypatch):
+    import robench.cli.core as core
+    import robench.training as training
+
+    events = []
+    say = core.say_estimate
+    monkeypatch.setattr(core, "say_estimate", lambda estimate: (events.append("estimate"), say(estimate)))
+    loop = training._train_loop
+    monkeypatch.setattr(training, "_train_loop", lambda *a, **k: (events.append("train"), loop(*a, **k))[1])
+    assert main(["train", *base, "--epochs", "1"]) == 0
+    assert events == ["estimate", "train"]
+    err = " ".join(capsys.readouterr().err.split())
+    assert "estimate on cpu: train ~" in err

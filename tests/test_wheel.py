@@ -1,0 +1,42 @@
+"""The built wheel, installed non-editable in a fresh venv, carries everything robench needs at run time."""
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.integration
+def test_wheel_installs_and_runs(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
+                    str(ROOT)], check=True, capture_output=True, text=True)
+    wheel = next(dist.glob("robench-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    # The dependencies come from this test's environment (a path entry, so its editable robench is not seen);
+    # robench itself only from the wheel.
+    deps = [p for p in site.getsitepackages() + [sysconfig.get_paths()["purelib"]] if Path(p).is_dir()]
+    (Path(purelib) / "_robench_test_deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", purelib, str(wheel)],
+                   check=True, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    where = subprocess.run([str(python), "-c", "import robench, robench.attacks, robench.models; "
+                            "print(robench.__file__)"], cwd=tmp_path, env=env, check=True, capture_output=True,
+                           text=True).stdout
+    assert where.startswith(purelib), where
+    listing = subprocess.run([str(python), "-m", "robench.cli", "list"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True)
+    assert listing.returncode == 0, listing.stderr
+    assert "textfooler" in listing.stdout and "imbert" in listing.stdout and "sst2" in listing.stdout
