@@ -34,7 +34,7 @@ from typing import Any, Callable, Generator, Mapping, Sequence
 import numpy as np
 
 from robench.data import texts_of
-from robench.progress import progress_bar
+from robench.progress import AttackTally, progress_bar
 from robench.types import AttackContext, ExampleResult
 from robench.victim import QueryBudgetExceeded, QueryCounter, Text
 from robench.words import join_fields, split_words
@@ -89,13 +89,14 @@ def attack_examples(ctx: AttackContext, search: SearchFactory, services: Mapping
     active: list[_Job] = []
     results: list[ExampleResult] = []
     with progress_bar(ctx.console) as bar:
-        task = bar.add_task(config.description, total=len(texts), completed=len(ctx.done))
+        tally = AttackTally(config.description, (r.status for r in ctx.done.values()))
+        task = bar.add_task(tally.description(), total=len(texts), completed=len(ctx.done))
 
         def finish(job: _Job) -> None:
             assert job.result is not None
             ctx.record(job.result)
             results.append(job.result)
-            bar.advance(task)
+            bar.update(task, advance=1, description=tally.add(job.result.status))
 
         while True:
             while len(active) < config.concurrency and (i := next(todo, None)) is not None:

@@ -68,6 +68,15 @@ class Estimate:
                 "(a GPU runs the paper preset in minutes)")
 
 
+def total_estimate(estimates: list[Estimate], device: torch.device) -> Estimate:
+    """Several runs' estimates added up (a grid: the sum of its jobs' work, before parallel workers divide it)."""
+    trains = [e.train_seconds for e in estimates if e.train_seconds is not None]
+    attacks = [e.attack_seconds for e in estimates if e.attack_seconds is not None]
+    return Estimate(sum(trains) if trains else None, sum(attacks) if attacks else None,
+                    sum(e.train_examples for e in estimates if e.train_seconds is not None),
+                    sum(e.attack_examples for e in estimates), str(device))
+
+
 def duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -76,12 +85,15 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist: bool = True) -> Estimate:
-    """The estimated cost of `run` on `device` (calibrating the model first unless a measurement is cached)."""
+def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist: bool = True,
+             memo: dict[Path, Calibration] | None = None) -> Estimate:
+    """The estimated cost of `run` on `device` (calibrating the model first unless a measurement is cached).
+
+    `persist=False` writes nothing (a dry run); `memo` keeps calibrations across calls in one process."""
     spec, settings, task = run.spec, run.settings, run.task
     train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
     dev = load_split(task, "eval", settings.data_dir, spec.data_source)
-    cal = calibration(run, device, train, dev, persist)
+    cal = calibration(run, device, train, dev, persist, {} if memo is None else memo)
     train_seconds = None
     if not train_cached:
         steps = math.ceil(len(train) / spec.train.batch_size) * spec.train.epochs
@@ -104,13 +116,17 @@ def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:
     return sum(1 + per_word * len(text[-1].split()) for text in texts)  # word attacks perturb the last field
 
 
-def calibration(run: ResolvedRun, device: torch.device, train, dev, persist: bool = True) -> Calibration:
+def calibration(run: ResolvedRun, device: torch.device, train, dev, persist: bool,
+                memo: dict[Path, Calibration]) -> Calibration:
     path = _cache_path(run, device)
+    if path in memo:
+        return memo[path]
     try:
-        return Calibration(**json.loads(path.read_text(encoding="utf-8")))
+        memo[path] = Calibration(**json.loads(path.read_text(encoding="utf-8")))
+        return memo[path]
     except (OSError, ValueError, TypeError):
         pass  # none yet, or damaged: measure again
-    cal = measure(run, device, train, dev)
+    cal = memo[path] = measure(run, device, train, dev)
     if persist:
         from robench.results import atomic_write
 

@@ -65,3 +65,25 @@ def test_the_estimate_line_comes_before_the_first_training_step(capsys, settings
     assert events == ["estimate", "train"]
     err = " ".join(capsys.readouterr().err.split())
     assert "estimate on cpu: train ~" in err
+
+
+def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, tiny_backbone):
+    from robench.benchmarks.estimate import EstimateBenchOptions, estimate_bench
+
+    options = EstimateBenchOptions(models=("bert", "imbert"), attack="advglue", backbone=str(tiny_backbone),
+                                   train_size=32, eval_size=4, device="cpu")
+    rows = estimate_bench(options, settings)
+    assert [(r["model"], r["stage"]) for r in rows] == [("bert", "train"), ("bert", "attack"),
+                                                         ("imbert", "train"), ("imbert", "attack")]
+    assert all(r["estimated"] > 0 and r["measured"] > 0 for r in rows)
+    assert "measured / estimated" in capsys.readouterr().out
+    assert not (settings.cache_dir / "checkpoints").exists()  # the real runs used a scratch cache
+
+
+def test_attack_bar_shows_outcomes_so_far():
+    from robench.progress import AttackTally
+
+    tally = AttackTally("textfooler", ["skipped"])
+    assert tally.description() == "textfooler (1 skipped)"
+    tally.add("successful")
+    assert tally.add("failed") == "textfooler (1 successful, 1 failed, 1 skipped)"

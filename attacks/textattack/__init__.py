@@ -36,7 +36,7 @@ from robench.attacks.textattack.recipes import (
 
 from robench.data import texts_of
 from robench.errors import RobenchError
-from robench.progress import progress_bar
+from robench.progress import AttackTally, progress_bar
 from robench.registries import ATTACKS
 from robench.settings import Settings
 from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
@@ -61,7 +61,8 @@ def _attack_each(spec: TextAttackSpec, ctx: AttackContext, params: TextAttackPar
     texts, labels = texts_of(ctx.eval_data, ctx.task), [int(y) for y in ctx.eval_data["label"]]
     results = []
     with progress_bar(ctx.console) as bar:
-        task_id = bar.add_task(f"textattack:{spec.name}", total=len(todo))
+        tally = AttackTally(f"textattack:{spec.name}", (r.status for r in ctx.done.values()))
+        task_id = bar.add_task(tally.description(), total=len(texts), completed=len(texts) - len(todo))
         for i in todo:
             set_seed(ctx.spec.seed * 1_000_003 + i)  # per example: resumed runs draw the same numbers
             counter = built.wrapper.counter = QueryCounter(params.query_budget)
@@ -75,7 +76,7 @@ def _attack_each(spec: TextAttackSpec, ctx: AttackContext, params: TextAttackPar
                 result = mapping.unattacked_result(i, labels[i], texts[i], "error", exc, counter.queries)
             ctx.record(result)
             results.append(result)
-            bar.advance(task_id)
+            bar.update(task_id, advance=1, description=tally.add(result.status))
     return results
 
 

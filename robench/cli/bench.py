@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios measured side by side in one run)",
                        description="Run `robench bench NAME --help` for each benchmark's options.")
     benchmarks = p.add_subparsers(dest="name", required=True, metavar="NAME")
-    for add in (_add_analysis, _add_attack, _add_defenses, _add_train):
+    for add in (_add_analysis, _add_attack, _add_defenses, _add_estimate, _add_train):
         add(benchmarks)
 
 
@@ -170,3 +170,27 @@ def cmd_train(args) -> None:
     from robench.benchmarks.train import TrainBenchOptions, compare_trainers
 
     compare_trainers(options(TrainBenchOptions, args))
+
+
+# ---------------------------------------------------------------- estimate
+
+def _add_estimate(sub) -> None:
+    p = sub.add_parser("estimate", help="the upfront cost estimate against real runs, stage by stage",
+                       description="`robench bench estimate`: estimated vs measured time per stage (train, attack) "
+                                   "for small real runs of each model.")
+    p.add_argument("--models", nargs="+", help="default: bert imbert")
+    p.add_argument("--task")
+    p.add_argument("--attack", help="default: textfooler")
+    p.add_argument("--backbone")
+    p.add_argument("--train-size", type=int, help="default: 200")
+    p.add_argument("--epochs", type=int, help="default: 1")
+    p.add_argument("--eval-size", type=int, help="default: 10")
+    p.add_argument("--seed", type=int)
+    add_common_args(p)
+    p.set_defaults(handler=cmd_estimate)
+
+
+def cmd_estimate(args) -> None:
+    from robench.benchmarks.estimate import EstimateBenchOptions, estimate_bench
+
+    estimate_bench(options(EstimateBenchOptions, args), settings_from_args(args), progress_console(args))

@@ -88,3 +88,11 @@ def specs_from_args(args, settings):
 def progress_console(args) -> Console | None:
     """stderr console for progress bars, or None with --quiet."""
     return None if getattr(args, "quiet", False) else Console(stderr=True)
+
+
+def say_estimate(estimate, note: str = "") -> None:
+    """The one estimate line (and how to make a long CPU run cheaper), on stderr before any work starts."""
+    err = Console(stderr=True)
+    err.print(estimate.line() + (f" ({note})" if note else ""), highlight=False, markup=False)
+    if (advice := estimate.advice()) is not None:
+        err.print(f"hint: {advice}", highlight=False, markup=False)

@@ -4,9 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from robench.cli.common import add_spec_args, progress_console, settings_from_args, specs_from_args
-
-ERR = Console(stderr=True)
+from robench.cli.common import add_spec_args, progress_console, say_estimate, settings_from_args, specs_from_args
 
 
 def add_parser(sub) -> None:
@@ -50,13 +48,6 @@ def cmd_train(args) -> None:
         trained = train(spec, settings, device=args.device, console=console, on_estimate=say_estimate)
         state = "reused cached checkpoint" if trained.cached else "trained"
         print(f"{state}: {trained.checkpoint} (dev accuracy {trained.record['dev_accuracy']:.4f})")
-
-
-def say_estimate(estimate) -> None:
-    """The one estimate line (and how to make a long CPU run cheaper), on stderr before any work starts."""
-    ERR.print(estimate.line(), highlight=False, markup=False)
-    if (advice := estimate.advice()) is not None:
-        ERR.print(f"hint: {advice}", highlight=False, markup=False)
 
 
 def print_plan(spec, settings, device: str, attack: bool) -> None:

@@ -5,7 +5,7 @@ import dataclasses
 
 from rich.console import Console
 
-from robench.cli.common import add_common_args, settings_from_args
+from robench.cli.common import add_common_args, say_estimate, settings_from_args
 from robench.errors import RobenchError
 from robench.grid import expand, grid, load_config, plan
 from robench.grid.board import Board
@@ -29,6 +29,21 @@ def add_parser(subparsers) -> None:
     p.set_defaults(handler=cmd_grid)
 
 
+def grid_estimate(trains, settings, device: str, persist: bool):
+    """The cost of every train job and attack cell still to run, added up."""
+    from robench.device import pick_device
+    from robench.estimate import estimate, total_estimate
+    from robench.resolve import resolve_run
+    from robench.training import is_cached
+
+    torch_device, memo, parts = pick_device(device), {}, []
+    for job in trains:
+        cached = is_cached(settings.checkpoints_dir / job.key)
+        for i, cell in enumerate(job.cells):  # the first cell of a job trains its checkpoint, the others reuse it
+            parts.append(estimate(resolve_run(cell.spec, settings), torch_device, cached or i > 0, persist, memo))
+    return total_estimate(parts, torch_device)
+
+
 def cmd_grid(args) -> None:
     settings = settings_from_args(args)
     cfg = load_config(args.config)
@@ -41,11 +56,15 @@ def cmd_grid(args) -> None:
         except ValueError as exc:
             raise RobenchError(str(exc)) from exc
         cfg = dataclasses.replace(cfg, resources=resources)
+    cells, trains = plan(expand(cfg), settings)
     if args.dry_run:
-        cells, trains = plan(expand(cfg), settings)
         Console().print(Board(cells, trains, f"grid {cfg.name} (dry run)").table())
         print(f"{len(cells)} cells, {sum(c.state == 'skipped' for c in cells)} finished, "
               f"{len(trains)} train jobs, {sum(len(t.cells) for t in trains)} attack jobs")
+    if trains:
+        say_estimate(grid_estimate(trains, settings, args.device, persist=not args.dry_run),
+                     "sum over the grid's jobs; parallel workers divide it")
+    if args.dry_run:
         return
     result = grid(cfg, settings, executor=args.executor, device=args.device, address=args.address,
                   max_retries=args.max_retries, console=None if args.quiet else Console(stderr=True))

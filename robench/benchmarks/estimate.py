@@ -1,0 +1,84 @@
+"""`robench bench estimate`: the upfront cost estimate against real runs, stage by stage.
+
+For each model, the estimate is made exactly as `robench run` makes it (a fresh calibration of the real model
+on this device), then the same spec runs for real in a scratch cache (nothing reused; the built attack
+resources are shared) and the measured stage times are printed beside the estimated ones with their ratio.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from robench.presets import PRESETS
+from robench.settings import Settings
+from robench.spec import RunSpec, TrainConfig
+
+QUICK = PRESETS["quick"]
+
+
+@dataclass(frozen=True)
+class EstimateBenchOptions:
+    models: tuple[str, ...] = ("bert", "imbert")
+    task: str = "sst2"
+    attack: str = "textfooler"
+    backbone: str = "minilm"
+    train_size: int = 200
+    epochs: int = 1
+    eval_size: int = 10
+    seed: int = 0
+    data_source: str | None = None
+    device: str = "auto"
+
+    def spec(self, model: str, settings: Settings) -> RunSpec:
+        source = self.data_source or ("local" if settings.data_dir is not None else "hub")
+        return RunSpec(task=self.task, model=model, attack=self.attack, backbone=self.backbone, seed=self.seed,
+                       train_size=self.train_size, eval_size=self.eval_size, data_source=source,
+                       train=TrainConfig(epochs=self.epochs, lr=QUICK.lr, batch_size=QUICK.batch_size))
+
+
+def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: Console | None = None) -> list[dict]:
+    """Estimated vs measured seconds per stage for each model; prints a table and returns its rows."""
+    from robench.device import pick_device
+    from robench.estimate import estimate
+    from robench.resolve import resolve_run
+    from robench.runner import run
+
+    device, rows = pick_device(options.device), []
+    with tempfile.TemporaryDirectory(prefix="robench-bench-estimate-") as tmp:
+        scratch = _scratch_settings(settings, Path(tmp))
+        for model in options.models:
+            spec = options.spec(model, settings)
+            guess = estimate(resolve_run(spec, scratch), device, train_cached=False, persist=False)
+            record = run(spec, scratch, device=str(device), console=console)
+            measured = {"train": record.timings["train_stage_seconds"], "attack": record.timings["attack_seconds"]}
+            for stage, est in (("train", guess.train_seconds), ("attack", guess.attack_seconds)):
+                rows.append({"model": model, "stage": stage, "estimated": est, "measured": measured[stage],
+                             "ratio": measured[stage] / est})
+    _print(rows, options, device)
+    return rows
+
+
+def _scratch_settings(settings: Settings, tmp: Path) -> Settings:
+    """A fresh cache (no checkpoint reused) that still sees the built attack resources; fresh results."""
+    from robench.resources.files import resources_dir
+
+    (tmp / "cache").mkdir()
+    built = resources_dir(settings)
+    if built.is_dir():
+        (tmp / "cache" / built.name).symlink_to(built, target_is_directory=True)
+    return dataclasses.replace(settings, cache_dir=tmp / "cache", results_dir=tmp / "results")
+
+
+def _print(rows: list[dict], options: EstimateBenchOptions, device) -> None:
+    table = Table(title=f"Estimate vs measurement on {device}: {options.task}, {options.train_size} training "
+                        f"examples x {options.epochs} epoch(s), {options.attack} on {options.eval_size} examples")
+    for col in ("model", "stage", "estimated s", "measured s", "measured / estimated"):
+        table.add_column(col, justify="left" if col in ("model", "stage") else "right")
+    for r in rows:
+        table.add_row(r["model"], r["stage"], f"{r['estimated']:.1f}", f"{r['measured']:.1f}", f"{r['ratio']:.2f}")
+    Console().print(table)
