@@ -365,6 +365,7 @@ def test_recipes_return_the_description_of_the_resources_they_loaded(tiny_model,
 
 # --- end to end with the real resources -----------------------------------------------
 
+@pytest.mark.integration
 def test_textfooler_end_to_end_with_real_resources(settings, tiny_backbone):
     spec = tiny_spec(tiny_backbone, attack="textfooler", eval_size=6,
                      attack_params={"synonym_source": "neighbors", "concurrency": 6})

@@ -188,6 +188,7 @@ def _comparable(path: Path) -> dict:
     return record
 
 
+@pytest.mark.integration
 def test_ray_and_local_executors_write_identical_records(ray_session, tiny_data, tiny_backbone, tmp_path):
     ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test hook, for the workers
     config = tiny_grid(tiny_backbone, seeds=[0, 1])

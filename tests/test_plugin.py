@@ -27,12 +27,14 @@ def _robench(*args):
                           timeout=300)
 
 
+@pytest.mark.integration
 def test_plugin_is_listed_with_its_source(installed_plugin):
     proc = _robench("list", "models")
     assert proc.returncode == 0, proc.stderr
     assert "example" in proc.stdout and "plugin robench-example-defense" in proc.stdout
 
 
+@pytest.mark.integration
 def test_run_with_plugin_model(installed_plugin, settings, tiny_backbone):
     proc = _robench("run", "--model", "example", "--backbone", str(tiny_backbone), "--data-dir",
                     str(settings.data_dir), "--cache-dir", str(settings.cache_dir), "--results-dir",

@@ -346,6 +346,7 @@ def test_bad_params_fail_before_training(settings, tiny_backbone):
         robench.run(tiny_spec(tiny_backbone, attack="textattack:pwws", attack_params={"kk": 3}), settings, device="cpu")
 
 
+@pytest.mark.integration
 def test_textfooler_end_to_end_on_real_offline_resources(settings, tiny_backbone):
     """The real TextFooler recipe with robench's neighbour lists, MiniLM encoder and NLTK tagger, no downloads."""
     spec = tiny_spec(tiny_backbone, attack="textattack:textfooler", eval_size=4,
