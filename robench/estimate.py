@@ -64,8 +64,8 @@ class Estimate:
         """How to bring a long CPU run down, or None."""
         if not self.device.startswith("cpu") or self.total_seconds <= CPU_HOUR_ADVICE:
             return None
-        return ("over an hour on a CPU: use --preset quick, or lower --train-size, --epochs or --eval-size "
-                "(a GPU runs the paper preset in minutes)")
+        return ("over an hour on a CPU: lower --train-size, --epochs or --eval-size, or use --preset quick instead "
+                "of --preset paper (on a GPU the paper preset takes minutes)")
 
 
 def total_estimate(estimates: list[Estimate], device: torch.device) -> Estimate:
