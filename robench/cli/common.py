@@ -30,7 +30,9 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
     p.add_argument("--backbone", default="minilm", help="minilm (embedded), a local path or a hub id")
     p.add_argument("--seed", type=int, nargs="+", default=[0], help="one or more seeds (default: 0)")
     p.add_argument("--train-size", type=int, help="train-subset size, chosen by seed (default: all)")
-    p.add_argument("--eval-size", type=int, help="eval/attack-subset size, chosen by seed (default: all)")
+    p.add_argument("--eval-size", type=int, help="eval/attack-subset size, chosen by --eval-seed (default: all)")
+    p.add_argument("--eval-seed", type=int, default=0,
+                   help="chooses the eval subset; the same for every model and training seed (default: 0)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--batch-size", type=int, default=32)
@@ -63,6 +65,7 @@ def specs_from_args(args, settings):
     for seed in args.seed:
         yield RunSpec(task=args.task, model=args.model, attack=getattr(args, "attack", "advglue"),
                       backbone=args.backbone, seed=seed, train_size=args.train_size, eval_size=args.eval_size,
+                      eval_seed=args.eval_seed,
                       data_source=source, train=train, model_params=parse_assignments(args.param),
                       attack_params=parse_assignments(getattr(args, "attack_param", [])))
 
