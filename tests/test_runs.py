@@ -8,7 +8,7 @@ from conftest import tiny_spec
 
 import robench
 from robench.leaderboard import write_leaderboard
-from robench.engine import split_words
+from robench.words import split_words
 from robench.results import RECORD_FORMAT, RunStore
 from robench.spec import content_hash
 

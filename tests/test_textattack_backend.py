@@ -298,9 +298,9 @@ def test_result_mapping(ta):
 
 
 def test_error_result_does_not_count_the_pair_separator():
-    from robench.attacks.textattack_backend import _error_result
+    from robench.attacks.textattack.results import unattacked_result
 
-    result = _error_result(0, 1, ("the cat sat .", "a good cat"), "error", ValueError("boom"), 3)
+    result = unattacked_result(0, 1, ("the cat sat .", "a good cat"), "error", ValueError("boom"), 3)
     assert result.original_text == "the cat sat . [SEP] a good cat" and result.num_words == 6
 
 
