@@ -13,20 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-import numpy as np
-
 from robench.errors import RobenchError
 from robench.results import RunRecord
 from robench.setting import peer_id, setting_id, setting_label
 from robench.stats import (
     FAILED,
     METRICS,
+    SAME,
     SKIPPED,
     SUCCESSFUL,
     Estimate,
     bootstrap_interval,
-    category_counts,
-    paired_codes,
+    bootstrap_intervals,
+    outcome_matrix,
     paired_difference,
     paired_permutation_pvalue,
 )
@@ -73,15 +72,13 @@ def outcomes(runs_dir: Path, record: RunRecord) -> dict[int, int]:
 
 def intervals(setting: Setting, runs_dir: Path) -> dict[str, float]:
     """`<metric>_ci_low` / `<metric>_ci_high` for each metric the setting's records report."""
-    groups = [np.fromiter(outcomes(runs_dir, r).values(), dtype=np.int64) for r in setting.records]
-    if not any(len(g) for g in groups):
+    codes = outcome_matrix([outcomes(runs_dir, r) for r in setting.records])
+    if codes.size == 0:
         return {}
-    counts = category_counts(groups)
+    reported = {metric: statistic for metric, statistic in METRICS.items()  # AdvGLUE: no clean acc., success rate
+                if any(r.metrics.get(metric) is not None for r in setting.records)}
     out: dict[str, float] = {}
-    for metric, statistic in METRICS.items():
-        if all(r.metrics.get(metric) is None for r in setting.records):
-            continue  # e.g. AdvGLUE replay has no clean accuracy or success rate
-        estimate = bootstrap_interval(counts, statistic)
+    for metric, estimate in bootstrap_intervals(codes, reported).items():
         out[f"{metric}_ci_low"], out[f"{metric}_ci_high"] = estimate.low, estimate.high
     return out
 
@@ -129,19 +126,18 @@ def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison | 
     mine = {r.spec["seed"]: r for r in setting.records}
     theirs = {r.spec["seed"]: r for r in baseline.records}
     seeds = tuple(sorted(mine.keys() & theirs.keys()))
-    groups = []
+    pairs = []
     for seed in seeds:
         if _eval_hash(mine[seed]) != _eval_hash(theirs[seed]):
             raise RobenchError(f"runs {mine[seed].run_id} and {theirs[seed].run_id} share a setting but were "
                                "attacked on different examples (did the data change?); re-run one with --force")
         a, b = outcomes(runs_dir, mine[seed]), outcomes(runs_dir, theirs[seed])
-        shared = sorted(a.keys() & b.keys())
-        groups.append(paired_codes([a[i] == FAILED for i in shared], [b[i] == FAILED for i in shared]))
-    if not any(len(g) for g in groups):
+        pairs.append({i: SAME + (a[i] == FAILED) - (b[i] == FAILED) for i in a.keys() & b.keys()})
+    if not any(pairs):
         return None
-    counts = category_counts(groups)
-    return Comparison(setting, baseline, seeds, int(min(len(g) for g in groups)),
-                      bootstrap_interval(counts, paired_difference), paired_permutation_pvalue(counts))
+    codes = outcome_matrix(pairs)
+    return Comparison(setting, baseline, seeds, min(len(p) for p in pairs),
+                      bootstrap_interval(codes, paired_difference), paired_permutation_pvalue(codes))
 
 
 def _eval_hash(record: RunRecord) -> str | None:

@@ -66,7 +66,7 @@ def test_setting_labels_name_what_differs_from_the_defaults(tmp_path):
     fake_run(tmp_path, ["failed"] * 10, model="imbert", model_params={"im_gamma": 0.5}, train=TrainConfig(lr=1e-4),
              attack_params={"k": 20}, eval_size=100, eval_seed=3)
     [setting] = group_settings(iter_records(tmp_path))
-    assert setting.label == "imbert[im_gamma=0.5] textfooler[k=20] lr=1e-4 eval=100 eval_seed=3"
+    assert setting.label == "imbert[im_gamma=0.5] lr=1e-4 textfooler[k=20] eval=100 eval_seed=3"
 
 
 def test_explicit_default_parameter_is_the_same_setting(tmp_path):
