@@ -182,7 +182,7 @@ def _task_section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dic
     for setting in settings:
         c = clean.loc[setting]
         model, model_label, backbone, train_size, model_setting = setting
-        cells = [_text(model, model), _text(model_label or "default", model_label),
+        cells = [_text(model, model), _text(model_label or "default", model_label or "default"),
                  _text(backbone, backbone), _text(train_size, "Infinity" if train_size == "full" else train_size)]
         seeds = str(int(c[("dev_accuracy", "count")]))
         cells.append(_text(seeds, seeds))
@@ -235,9 +235,13 @@ def _marked(cell: TableCell, row, baseline: str | None) -> TableCell:
 
 def _labeller(settings: list[tuple]):
     """Chart labels: the model name, plus its setting label, backbone, train size where the task has several."""
-    varying = [i for i in (1, 2, 3) if len({s[i] for s in settings}) > 1]
-    return lambda s: " ".join([str(s[0])] + [str(s[1]) if i == 1 else f"{ROW_KEYS[i]}={s[i]}"
-                                            for i in varying if s[i]])
+    varying = [i for i in (2, 3) if len({s[i] for s in settings}) > 1]
+
+    def label(s: tuple) -> str:
+        model, setting = str(s[0]), str(s[1])
+        head = setting if setting.startswith(model + "[") else " ".join(p for p in (model, setting) if p)
+        return " ".join([head] + [f"{ROW_KEYS[i]}={s[i]}" for i in varying])
+    return label
 
 
 def _attack_name(attack: str) -> str:
