@@ -92,3 +92,33 @@ def test_page_shows_intervals_draws_them_and_marks_significant_differences(tmp_p
     for row in rows.values():  # each bar's whisker spans the row's 95% interval
         assert f'y1="{_y(row.robust_accuracy_ci_high):.1f}" y2="{_y(row.robust_accuracy_ci_low):.1f}"' in html
     assert write_html(tmp_path, tmp_path / "again.html", baseline="bert").read_text() == html
+
+
+def test_compare_command(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="bert", seed=seed)
+        fake_run(runs, ["failed"] * 30 + ["successful"] * 70, model="freelb", seed=seed)
+        fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="smart", seed=seed)
+    assert main(["compare", "--results-dir", str(tmp_path), "--baseline", "bert"]) == 0
+    out = capsys.readouterr().out
+    assert "less robust than the baseline" in out and "not distinguishable from the baseline" in out
+    assert "-30.0 [" in out
+    assert main(["compare", "--results-dir", str(tmp_path), "--baseline", "imbert"]) == 2
+    assert "no run records of the baseline model 'imbert'" in capsys.readouterr().err
+
+
+def test_analyses_of_two_model_settings_are_not_merged(tmp_path):
+    from dataclasses import asdict
+
+    from robench.analysis.records import AnalysisRecord
+    from robench.leaderboard import analysis_frame
+    from robench.results import atomic_write
+
+    for i, layers in enumerate(([0], [1, 2])):
+        spec = {"task": "sst2", "model": "imbert", "attack": "advglue", "backbone": "minilm", "seed": 0,
+                "train_size": 100, "model_params": {"im_layers": layers}}
+        rec = AnalysisRecord(analysis_id=f"a{i}", run_id="r", spec=spec, config={}, metrics={"examples": 10},
+                             cka_per_layer=[], resources={}, timings={}, checkpoint="x")
+        atomic_write(tmp_path / "analysis" / f"a{i}.json", json.dumps(asdict(rec)))
+    assert len(analysis_frame(tmp_path)) == 2
