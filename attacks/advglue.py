@@ -4,8 +4,11 @@ Wang et al., "Adversarial GLUE: A Multi-Task Benchmark for Robustness
 Evaluation of Language Models", NeurIPS 2021 (Datasets and Benchmarks).
 AdvGLUE's examples are fixed, human-validated adversarial texts made against
 BERT-family models, so this "attack" is a static evaluation: accuracy on the
-AdvGLUE dev split of the task (accuracy under attack), the clean accuracy on
-the task's own dev split, and the drop between the two.
+AdvGLUE dev split of the task (`robust_accuracy`, accuracy under attack), the
+accuracy on the task's whole dev split (`dev_accuracy`, as in every record),
+and the drop between the two (`accuracy_drop`). There is no `clean_accuracy`
+(the attacked examples' accuracy before the attack): AdvGLUE examples come
+without their originals.
 
 Deviations: the official leaderboard scores the hidden AdvGLUE test set; the
 dev set (the only public split) is used here. No perturbation-specific metrics
@@ -17,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from robench.data import load_advglue, subset, texts_of
+from robench.data import load_advglue, texts_of
 from robench.errors import RobenchError
 from robench.metrics import textattack_metrics
 from robench.registries import ATTACKS
 from robench.settings import Settings
-from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
-from robench.words import join_fields
+from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Source, Task
+from robench.words import count_words, join_fields
 
 
 @dataclass(frozen=True)
@@ -37,18 +40,16 @@ def _check(task: Task, params: AdvGlueParams, settings: Settings) -> None:
 
 
 def _attack(ctx: AttackContext, params: AdvGlueParams) -> AttackOutput:
-    adv = subset(load_advglue(ctx.task, ctx.settings.data_dir, ctx.spec.data_source), ctx.spec.eval_size,
-                 ctx.spec.seed)
+    adv = ctx.eval_data
     texts, labels = texts_of(adv, ctx.task), list(adv["label"])
     todo = [i for i in range(len(adv)) if i not in ctx.done]
     preds = ctx.victim.predict([texts[i] for i in todo])
     results = []
     for i, pred in zip(todo, preds):
-        text = join_fields(texts[i])
         result = ExampleResult(
-            index=i, label=int(labels[i]), original_text="", perturbed_text=text, original_prediction=-1,
-            perturbed_prediction=int(pred), status="failed" if pred == labels[i] else "successful",
-            queries=1, num_words=len(text.split()),
+            index=i, label=int(labels[i]), original_text="", perturbed_text=join_fields(texts[i]),
+            original_prediction=-1, perturbed_prediction=int(pred),
+            status="failed" if pred == labels[i] else "successful", queries=1, num_words=count_words(texts[i]),
         )
         ctx.record(result)
         results.append(result)
@@ -61,14 +62,18 @@ def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, An
         raise RobenchError("AdvGLUE replay evaluated no examples")
     adv_accuracy = base.failed / base.examples
     return {
-        "examples": base.examples, "clean_accuracy": ctx.dev_accuracy, "robust_accuracy": adv_accuracy,
+        "examples": base.examples, "clean_accuracy": None, "robust_accuracy": adv_accuracy,
         "accuracy_drop": ctx.dev_accuracy - adv_accuracy, "attack_success_rate": None,
         "skipped": None, "failed": base.failed, "successful": base.successful, "errors": base.errors,
         "avg_perturbed_word_pct": None, "avg_words_per_input": base.avg_words_per_input, "avg_queries": None,
     }
 
 
+def _examples(task: Task, settings: Settings, source: Source):
+    return load_advglue(task, settings.data_dir, source)
+
+
 ATTACKS.register("advglue")(AttackRecipe(
     name="advglue", summary="Replay the AdvGLUE dev set (Wang et al., 2021); static adversarial evaluation",
-    attack=_attack, params=AdvGlueParams, check=_check, summarize=_summarize,
+    attack=_attack, params=AdvGlueParams, check=_check, summarize=_summarize, examples=_examples,
 ))

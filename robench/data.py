@@ -122,12 +122,17 @@ def validate(ds, task: Task, what: str):
 
 def subset(ds, size: int | None, seed: int):
     """A deterministic random subset of `size` rows chosen by `seed` (all rows if size is None)."""
-    if size is None or size >= len(ds):
-        return ds
+    rows = subset_indices(len(ds), size, seed)
+    return ds if len(rows) == len(ds) else ds.select(rows)
+
+
+def subset_indices(n: int, size: int | None, seed: int) -> list[int]:
+    """The sorted rows `subset` keeps out of `n`: `size` of them drawn by `seed`, or all."""
+    if size is None or size >= n:
+        return list(range(n))
     if size <= 0:
         raise RobenchError(f"subset size must be positive, got {size}")
-    rows = np.random.default_rng(seed).permutation(len(ds))[:size]
-    return ds.select(sorted(int(i) for i in rows))
+    return sorted(int(i) for i in np.random.default_rng(seed).permutation(n)[:size])
 
 
 def texts_of(ds, task: Task) -> list[tuple[str, ...]]:

@@ -37,7 +37,7 @@ from robench.data import texts_of
 from robench.progress import AttackTally, progress_bar
 from robench.types import AttackContext, ExampleResult
 from robench.victim import QueryBudgetExceeded, QueryCounter, Text
-from robench.words import join_fields, split_words
+from robench.words import count_words, join_fields
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def _serve(ctx: AttackContext, services: Mapping[str, Service], kind: str, jobs:
 
 def _result(job: _Job, clean: np.ndarray | None, outcome: Outcome | None) -> ExampleResult:
     original = join_fields(job.text)
-    num_words = sum(len(split_words(t)) for t in job.text)
+    num_words = count_words(job.text)
     if clean is None:  # the budget did not even allow the clean prediction
         return ExampleResult(job.index, job.label, original, original, -1, -1, "failed", job.counter.queries,
                              num_words, 0, outcome.note if outcome else "")
@@ -186,4 +186,4 @@ def _result(job: _Job, clean: np.ndarray | None, outcome: Outcome | None) -> Exa
 def _error(job: _Job, message: str) -> ExampleResult:
     original = join_fields(job.text)
     return ExampleResult(job.index, job.label, original, original, -1, -1, "error", job.counter.queries,
-                         sum(len(split_words(t)) for t in job.text), 0, message)
+                         count_words(job.text), 0, message)

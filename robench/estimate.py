@@ -101,7 +101,8 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
             spec.train.epochs * len(dev) / cal.forward_per_second
     attack_seconds, attacked = None, 0
     if run.recipe is not None:
-        eval_data = subset(dev, spec.eval_size, spec.eval_seed if hasattr(spec, "eval_seed") else spec.seed)
+        split = dev if run.recipe.examples is None else run.recipe.examples(task, settings, spec.data_source)
+        eval_data = subset(split, spec.eval_size, spec.eval_seed)
         attacked = len(eval_data)
         queries = _queries(run, texts_of(eval_data, task))
         overhead = SEARCH_OVERHEAD if run.recipe.queries_per_word else 1.0

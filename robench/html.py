@@ -26,10 +26,18 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from robench.leaderboard import aggregate, format_mean_std, records_frame
-from robench.results import RunRecord, atomic_write, iter_records
+from robench.leaderboard import (
+    Records,
+    format_difference,
+    format_interval,
+    format_mean_std,
+    frame_of,
+    leaderboard_table,
+    load_records,
+)
+from robench.results import RunRecord, atomic_write
 
-SETTING = ["model", "backbone", "train_size"]  # one table row per setting, within a task
+ROW_KEYS = ["model", "model_label", "backbone", "train_size", "model_setting_id"]  # a table row: a model setting
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]  # Okabe-Ito
 GEOMETRY = {"W": 460, "H": 340, "LEFT": 50, "RIGHT": 130, "TOP": 30, "BOTTOM": 45}  # SVG plots (pixels)
 W, H, LEFT, RIGHT, TOP, BOTTOM = GEOMETRY.values()
@@ -100,22 +108,25 @@ class Section:
     bars: Plot
 
 
-def write_html(results_dir: Path, path: str | Path) -> Path:
-    """Write the page for `<results_dir>/runs` to `path`; links to the records are relative to it."""
-    runs_dir = Path(results_dir) / "runs"
-    frame = records_frame(runs_dir)
-    records = {rec.run_id: rec for rec in iter_records(runs_dir)}
+def write_html(results_dir: Path, path: str | Path, baseline: str | None = None) -> Path:
+    """Write the page for `<results_dir>/runs` to `path`; links to the records are relative to it.
+    With `baseline`, accuracy-under-attack cells that differ significantly from it are marked."""
+    records = load_records(Path(results_dir) / "runs")
     page = Path(path).resolve()
-    atomic_write(page, render(frame, records, runs_dir.resolve(), page.parent))
+    atomic_write(page, render(records, page.parent, baseline))
     return page
 
 
-def render(frame: pd.DataFrame, records: dict[str, RunRecord], runs_dir: Path, page_dir: Path) -> str:
-    table = aggregate(frame)
-    sections = [_task_section(task, frame[frame["task"] == task], table[table["task"] == task], records,
-                              runs_dir, page_dir) for task in sorted(frame["task"].unique())]
+def render(records: Records, page_dir: Path, baseline: str | None = None) -> str:
+    frame = frame_of(records.current)
+    table = leaderboard_table(records, baseline)
+    by_id = {rec.run_id: rec for rec in records.current}
+    runs_dir = records.runs_dir.resolve()
+    tasks = sorted(frame["task"].unique())
+    sections = [_task_section(task, frame[frame["task"] == task], table[table["task"] == task], by_id, runs_dir,
+                              page_dir, baseline) for task in tasks]
     return _templates().get_template("leaderboard.html.j2").render(
-        records=len(frame), tasks=frame["task"].nunique(), sections=sections)
+        records=len(frame), tasks=len(tasks), sections=sections, skipped=records.older, baseline=baseline)
 
 
 @cache
@@ -133,26 +144,36 @@ def _escape(value: Any) -> str:
 
 
 def _task_section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dict[str, RunRecord],
-                  runs_dir: Path, page_dir: Path) -> Section:
-    attacks = sorted(agg["attack"].unique(), key=lambda a: (a != "advglue", a))
-    settings = sorted({tuple(row) for row in runs[SETTING].itertuples(index=False)})
+                  runs_dir: Path, page_dir: Path, baseline: str | None) -> Section:
+    """One row per model setting (ROW_KEYS), one column per attack setting (attack and its label)."""
+    variant_of = {r.setting_id: (r.attack, r.attack_label) for r in runs.itertuples()}
+    variants = sorted(set(variant_of.values()), key=lambda v: (v[0] != "advglue", v))
+    attacks = [a for a, _ in variants]
+    raw = {v: v[0] + (f" {v[1]}" if attacks.count(v[0]) > 1 and v[1] else "") for v in variants}  # in links
+    vname = {v: _attack_name(v[0]) + raw[v][len(v[0]):] for v in variants}  # in headers and plots
+    settings = sorted({tuple(row) for row in runs[ROW_KEYS].itertuples(index=False)})
     label = _labeller(settings)
-    per_seed = runs.groupby(SETTING + ["seed"], dropna=False)[["dev_accuracy", "train_seconds"]].first()
-    clean = per_seed.groupby(level=list(range(len(SETTING))), dropna=False).agg(["mean", "std", "count"])
-    stats = {tuple(r[k] for k in SETTING + ["attack"]): r for _, r in agg.iterrows()}
+    per_seed = runs.groupby(ROW_KEYS + ["seed"], dropna=False)[["dev_accuracy", "train_seconds"]].first()
+    clean = per_seed.groupby(level=list(range(len(ROW_KEYS))), dropna=False).agg(["mean", "std", "count"])
+    stats = {(r["model_setting_id"], *variant_of[r["setting_id"]]): r for _, r in agg.iterrows()}
 
-    def has(metric: str, attack: str) -> bool:
-        return any(pd.notna(stats.get((*s, attack), {}).get(f"{metric}_mean")) for s in settings)
+    def has(metric: str, variant: tuple[str, str]) -> bool:
+        return any(pd.notna(stats.get((s[-1], *variant), {}).get(f"{metric}_mean")) for s in settings)
 
-    success = [a for a in attacks if has("attack_success_rate", a)]
-    queries = [a for a in attacks if has("avg_queries", a)]
-    columns = [Column("Model", "defense (architecture+objective)"), Column("Backbone", "encoder fine-tuned"),
+    success = [v for v in variants if has("attack_success_rate", v)]
+    queries = [v for v in variants if has("avg_queries", v)]
+    versus = f"; marked where the paired difference from {baseline} is significant" if baseline else ""
+    columns = [Column("Model", "defense (architecture+objective)"),
+               Column("Setting", "what differs from the defaults: model parameters, training, data source"),
+               Column("Backbone", "encoder fine-tuned"),
                Column("Train size", "fine-tuning examples per seed"), Column("Seeds", "seeds aggregated"),
                Column("Clean acc.", "accuracy on the task's whole dev split, mean ± std over seeds (%)")]
-    columns += [Column(_attack_name(a) + " acc.", f"accuracy under {a}, mean ± std over seeds (%)") for a in attacks]
-    columns += [Column(f"{a} success", f"attack success rate of {a}: successes / correctly classified (%)")
-                for a in success]
-    columns += [Column(f"{a} queries", f"average model queries per attacked example ({a})") for a in queries]
+    columns += [Column(vname[v] + " acc.", f"accuracy under {vname[v]}, mean [95% interval over seeds and "
+                                           f"examples] (%){versus}") for v in variants]
+    columns += [Column(f"{vname[v]} success", f"attack success rate of {vname[v]}: successes / correctly "
+                                              "classified, mean [95% interval] (%)") for v in success]
+    columns += [Column(f"{vname[v]} queries", f"average model queries per attacked example ({vname[v]})")
+                for v in queries]
     columns += [Column("Train time (s)", "fine-tuning wall time per checkpoint, mean ± std over seeds"),
                 Column("Resources", "backbone, data, device and attack resources (including substitutes)"),
                 Column("Records", "the run record JSON files, by attack and seed")]
@@ -160,36 +181,67 @@ def _task_section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dic
     rows = []
     for setting in settings:
         c = clean.loc[setting]
-        cells = [_text(v, str(v)) for v in setting]
-        cells[2] = _text(setting[2], "Infinity" if setting[2] == "full" else str(setting[2]))
+        model, model_label, backbone, train_size, model_setting = setting
+        cells = [_text(model, model), _text(model_label or "default", model_label or "default"),
+                 _text(backbone, backbone), _text(train_size, "Infinity" if train_size == "full" else train_size)]
         seeds = str(int(c[("dev_accuracy", "count")]))
         cells.append(_text(seeds, seeds))
         cells.append(_stat(c[("dev_accuracy", "mean")], c[("dev_accuracy", "std")], True))
-        for metric, names, percent in (("robust_accuracy", attacks, True), ("attack_success_rate", success, True),
+        for metric, names, percent in (("robust_accuracy", variants, True), ("attack_success_rate", success, True),
                                        ("avg_queries", queries, False)):
-            for attack in names:
-                row = stats.get((*setting, attack), {})
-                cells.append(_stat(row.get(f"{metric}_mean"), row.get(f"{metric}_std"), percent))
+            for variant in names:
+                row = stats.get((model_setting, *variant), {})
+                cell = _stat(row.get(f"{metric}_mean"), row.get(f"{metric}_std"), percent,
+                             row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high"))
+                cells.append(_marked(cell, row, baseline) if metric == "robust_accuracy" else cell)
         cells.append(_stat(c[("train_seconds", "mean")], c[("train_seconds", "std")], False))
-        mine = runs[(runs[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1)]
+        mine = runs[runs["model_setting_id"] == model_setting]
         ids = list(mine.sort_values(["attack", "seed"])["run_id"])
         cells.append(TableCell(_resources([records[i] for i in ids]), ""))
-        cells.append(TableCell(_links(mine, attacks, runs_dir, page_dir), ""))
+        cells.append(TableCell(_links(mine, variants, raw, runs_dir, page_dir), ""))
         rows.append(cells)
 
-    points = [(label(s), a, stats[(*s, a)]) for s in settings for a in attacks if (*s, a) in stats]
+    points = [(label(s), vname[v], stats[(s[-1], *v)]) for s in settings for v in variants if (s[-1], *v) in stats]
     clean_of = {label(s): clean.loc[s][("dev_accuracy", "mean")] for s in settings}
+    names = [vname[v] for v in variants]
     return Section(
         task=task, slug=_slug(task), columns=columns, rows=rows,
-        scatter=scatter_plot(task, [(m, a, clean_of[m], p["robust_accuracy_mean"]) for m, a, p in points], attacks),
-        bars=bars_plot(task, [(m, a, p["robust_accuracy_mean"], p["robust_accuracy_std"]) for m, a, p in points],
-                       [label(s) for s in settings], attacks))
+        scatter=scatter_plot(task, [(m, a, clean_of[m], p["robust_accuracy_mean"]) for m, a, p in points], names),
+        bars=bars_plot(task, [(m, a, p["robust_accuracy_mean"], _whisker(p)) for m, a, p in points],
+                       [label(s) for s in settings], names))
+
+
+def _whisker(row) -> tuple[float, float] | None:
+    """The interval a bar's whisker spans: the 95% interval, or mean ± std without per-example data."""
+    low, high = row.get("robust_accuracy_ci_low"), row.get("robust_accuracy_ci_high")
+    if low is not None and pd.notna(low):
+        return float(low), float(high)
+    mean, std = row.get("robust_accuracy_mean"), row.get("robust_accuracy_std")
+    return (mean - std, mean + std) if pd.notna(std) else None
+
+
+def _marked(cell: TableCell, row, baseline: str | None) -> TableCell:
+    """Append ▲ / ▼ to an accuracy-under-attack cell whose paired difference from the baseline is significant."""
+    diff = row.get("robust_accuracy_diff") if baseline else None
+    if diff is None or pd.isna(diff):
+        return cell
+    low, high = row["robust_accuracy_diff_ci_low"], row["robust_accuracy_diff_ci_high"]
+    if low <= 0 <= high:
+        return cell
+    tip = format_difference(row) + f" points vs {baseline}"
+    mark = f'<span class="sig {"up" if diff > 0 else "down"}" title="{escape(tip)}">{"▲" if diff > 0 else "▼"}</span>'
+    return TableCell(Markup(f"{cell.html} {mark}"), cell.sort)
 
 
 def _labeller(settings: list[tuple]):
-    """Chart labels: the model name, plus backbone / train size where the task has several."""
-    varying = [i for i in (1, 2) if len({s[i] for s in settings}) > 1]
-    return lambda s: " ".join([str(s[0])] + [f"{SETTING[i]}={s[i]}" for i in varying])
+    """Chart labels: the model name, plus its setting label, backbone, train size where the task has several."""
+    varying = [i for i in (2, 3) if len({s[i] for s in settings}) > 1]
+
+    def label(s: tuple) -> str:
+        model, setting = str(s[0]), str(s[1])
+        head = setting if setting.startswith(model + "[") else " ".join(p for p in (model, setting) if p)
+        return " ".join([head] + [f"{ROW_KEYS[i]}={s[i]}" for i in varying])
+    return label
 
 
 def _attack_name(attack: str) -> str:
@@ -204,10 +256,13 @@ def _text(value: Any, sort: str) -> TableCell:
     return TableCell(Markup(escape(str(value))), sort)
 
 
-def _stat(mean, std, percent: bool) -> TableCell:
+def _stat(mean, std, percent: bool, low=None, high=None) -> TableCell:
+    """"mean [low, high]" when the interval is known, else "mean ± std"; sorted by the mean."""
     if mean is None or pd.isna(mean):
         return TableCell(Markup("–"), "")
-    return _text(format_mean_std(mean, std, percent), repr(float(mean)))
+    text = format_interval(mean, low, high, percent) if low is not None and pd.notna(low) else \
+        format_mean_std(mean, std, percent)
+    return _text(text, repr(float(mean)))
 
 
 def _resources(recs: list[RunRecord]) -> Markup:
@@ -228,15 +283,16 @@ def _resources(recs: list[RunRecord]) -> Markup:
     return Markup(_templates().get_template("_resources.html.j2").render(summary=summary, items=items))
 
 
-def _links(runs: pd.DataFrame, attacks: list[str], runs_dir: Path, page_dir: Path) -> Markup:
-    """Per attack, a link to each seed's record, relative to the page."""
+def _links(runs: pd.DataFrame, variants: list[tuple[str, str]], names: dict[tuple[str, str], str],
+           runs_dir: Path, page_dir: Path) -> Markup:
+    """Per attack setting, a link to each seed's record, relative to the page."""
     groups = []
-    for attack in attacks:
-        mine = runs[runs["attack"] == attack].sort_values("seed")
+    for variant in variants:
+        mine = runs[(runs["attack"] == variant[0]) & (runs["attack_label"] == variant[1])].sort_values("seed")
         links = [(Path(os.path.relpath(runs_dir / (rid + ".json"), page_dir)).as_posix(), int(seed))
                  for rid, seed in zip(mine["run_id"], mine["seed"])]
         if links:
-            groups.append((attack, links))
+            groups.append((names[variant], links))
     return Markup(_templates().get_template("_links.html.j2").render(groups=groups))
 
 
@@ -275,23 +331,24 @@ def scatter_plot(task: str, points: list[tuple[str, str, float, float]], attacks
                  diagonal=(_x(xlo, xlo), _y(xlo), _x(1, xlo), _y(1)))
 
 
-def bars_plot(task: str, bars: list[tuple[str, str, float, float]], models: list[str], attacks: list[str]) -> Plot:
-    """Grouped bars: one group per attack, one bar per model; whiskers show the std over seeds."""
+def bars_plot(task: str, bars: list[tuple[str, str, float, tuple[float, float] | None]], models: list[str],
+              attacks: list[str]) -> Plot:
+    """Grouped bars: one group per attack, one bar per model; whiskers span the given (low, high) interval."""
     colors = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
     group = (W - LEFT - RIGHT) / max(len(attacks), 1)
     width = group * 0.8 / max(len(models), 1)
-    values = {(m, a): (mean, std) for m, a, mean, std in bars}
+    values = {(m, a): (mean, span) for m, a, mean, span in bars}
     groups = []
     for gi, attack in enumerate(attacks):
         x0 = LEFT + gi * group + group * 0.1
         drawn = []
         for mi, model in enumerate(models):
-            mean, std = values.get((model, attack), (float("nan"), float("nan")))
+            mean, span = values.get((model, attack), (float("nan"), None))
             if pd.isna(mean):
                 continue
             x, y = x0 + mi * width, _y(mean)
-            whisker = (x + width * 0.45, _y(min(mean + std, 1)), _y(max(mean - std, 0))) if pd.notna(std) else None
-            drawn.append(Bar(x, y, width * 0.9, _y(0) - y, colors[model],
-                             f"{model} / {attack}: {format_mean_std(mean, std, True)}%", whisker))
+            whisker = (x + width * 0.45, _y(min(span[1], 1)), _y(max(span[0], 0))) if span is not None else None
+            text = f"{100 * mean:.1f}" + (f" [{100 * span[0]:.1f}, {100 * span[1]:.1f}]" if span else "")
+            drawn.append(Bar(x, y, width * 0.9, _y(0) - y, colors[model], f"{model} / {attack}: {text}%", whisker))
         groups.append(BarGroup(x0 + group * 0.4, _attack_name(attack), drawn))
     return _plot("bars", task, f"{task}: accuracy under each attack", "attack", None, colors, groups)

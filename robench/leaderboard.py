@@ -1,44 +1,103 @@
-"""Aggregate run records into a leaderboard: mean ± std over seeds per setting."""
+"""Aggregate run records into a leaderboard: one row per setting, mean ± std over training seeds, and 95%
+intervals over seeds and examples.
+
+A setting is the whole spec but the training seed (`robench.setting`). Clean accuracy, accuracy under
+attack and attack success rate get two-level bootstrap intervals from the per-example CSVs, and with a
+baseline model each row gets the paired difference in accuracy under attack (`robench.compare`,
+docs/statistics.md). Records of an older format are skipped (`Records.note` says how many, and where).
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from robench.compare import Setting, compare, group_settings, intervals
 from robench.errors import RobenchError
-from robench.results import atomic_write, iter_records
+from robench.results import RECORD_FORMAT, RunRecord, atomic_write, iter_records
+from robench.setting import attack_label, model_label, model_setting_id, setting_id, setting_label
+from robench.stats import METRICS as INTERVAL_METRICS
 
 KEYS = ["task", "model", "attack", "backbone", "train_size"]
+ROW = KEYS + ["setting", "seeds", "examples"]  # the leading columns of every leaderboard row
+IDS = ["setting_id", "model_setting_id"]  # trailing columns: the setting and its model part (robench.setting)
 METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
            "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds"]
 PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
-           "shuffle_flip_rate", "top1_share", "top3_share"}
+           "robust_accuracy_diff", "shuffle_flip_rate", "top1_share", "top3_share"}
+DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",
+        "robust_accuracy_diff_p"]  # with a baseline: this model minus the baseline, paired
 # `robench analyze` columns (leaderboard --with-analysis); an analysis does not depend on the attack
-ANALYSIS_KEYS = ["task", "model", "backbone", "train_size"]
+ANALYSIS_KEYS = ["task", "model", "backbone", "train_size", "model_setting_id"]
 ANALYSIS_METRICS = ["shuffle_flip_rate", "shuffle_gold_prob_abs_change", "top1_share", "top3_share", "gini",
                     "entropy", "token_cosine", "cls_effective_rank", "cka_mean", "cka_last"]
 DIGITS = {"shuffle_gold_prob_abs_change": 3, "gini": 3, "entropy": 2, "token_cosine": 3, "cka_mean": 3,
           "cka_last": 3}  # decimals in Markdown (default 1)
 
 
-def records_frame(runs_dir: Path) -> pd.DataFrame:
-    """One row per run record: its setting, seed, metrics and training time."""
-    rows = []
+@dataclass(frozen=True)
+class Records:
+    """The run records of a runs directory: those of the current format, and how many older ones were skipped."""
+
+    runs_dir: Path
+    current: list[RunRecord]
+    older: int
+
+    @property
+    def note(self) -> str | None:
+        if not self.older:
+            return None
+        return (f"skipped {self.older} run record(s) of an older format in {self.runs_dir}: their eval subset "
+                "was chosen by the training seed; re-run them to include them")
+
+
+def load_records(runs_dir: Path) -> Records:
+    current, older = [], 0
     for rec in iter_records(runs_dir):
+        if rec.format == RECORD_FORMAT:
+            current.append(rec)
+        else:
+            older += 1
+    if not current and not older:
+        raise RobenchError(f"no run records in {runs_dir}; run `robench run` first")
+    return Records(runs_dir, current, older)
+
+
+def records_frame(runs_dir: Path) -> pd.DataFrame:
+    """One row per current-format run record: its setting, seed, metrics and training time."""
+    return frame_of(load_records(runs_dir).current)
+
+
+def frame_of(records: list[RunRecord]) -> pd.DataFrame:
+    rows = []
+    for rec in records:
         row = {k: rec.spec.get(k) for k in KEYS}
-        row.update(seed=rec.spec.get("seed"), run_id=rec.run_id, train_seconds=rec.timings.get("train_seconds"))
+        row.update(setting=setting_label(rec), model_label=model_label(rec), attack_label=attack_label(rec),
+                   setting_id=setting_id(rec),
+                   model_setting_id=model_setting_id(rec.spec, (rec.hyperparameters or {}).get("model")),
+                   seed=rec.spec.get("seed"), run_id=rec.run_id, train_seconds=rec.timings.get("train_seconds"),
+                   eval_examples=(rec.resources.get("data") or {}).get("eval_examples"))
         row.update({k: v for k, v in rec.metrics.items() if not isinstance(v, (dict, list))})
         rows.append(row)
-    if not rows:
-        raise RobenchError(f"no run records in {runs_dir}; run `robench run` first")
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=None if rows else KEYS + ["setting", "seed", "run_id"] + IDS)
     frame["train_size"] = frame["train_size"].fillna(-1).astype(int).astype(str).replace("-1", "full")
     return frame
 
 
 def aggregate(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean and (sample) std over seeds for every setting; `seeds` counts the runs."""
-    return mean_std(frame, KEYS, [m for m in METRICS if m in frame.columns], "seeds")
+    """One row per setting: mean and (sample) std over seeds of every metric; `seeds` counts the runs,
+    `examples` the examples attacked per seed."""
+    metrics = [m for m in METRICS if m in frame.columns]
+    table = mean_std(frame, ["setting_id"], metrics, "seeds")
+    first = frame.drop_duplicates("setting_id").set_index("setting_id")
+    out = first.loc[table["setting_id"], [k for k in KEYS + ["setting"]]].reset_index()
+    examples = first.loc[table["setting_id"], "eval_examples"] if "eval_examples" in first else None
+    out["examples"] = pd.array(examples if examples is not None else [None] * len(out), dtype="Int64")
+    out["model_setting_id"] = list(first.loc[table["setting_id"], "model_setting_id"])
+    out = out.merge(table, on="setting_id")
+    return out[ROW + [c for c in table.columns if c not in ("setting_id", "seeds")] + IDS].sort_values(
+        KEYS + ["setting"], kind="stable").reset_index(drop=True)
 
 
 def mean_std(frame: pd.DataFrame, keys: list[str], metrics: list[str], count: str) -> pd.DataFrame:
@@ -52,15 +111,73 @@ def mean_std(frame: pd.DataFrame, keys: list[str], metrics: list[str], count: st
     return table.reset_index()
 
 
+def with_intervals(table: pd.DataFrame, settings: list[Setting], runs_dir: Path) -> pd.DataFrame:
+    """`<metric>_ci_low` / `_ci_high` after each metric's mean and std (empty where a run has no per-example CSV)."""
+    by_id = {s.id: s for s in settings}
+    rows = []
+    for sid in table["setting_id"]:
+        try:
+            rows.append(intervals(by_id[sid], runs_dir))
+        except RobenchError:  # a record without its per-example CSV: no interval
+            rows.append({})
+    extra = pd.DataFrame(rows, index=table.index)
+    for metric in reversed(INTERVAL_METRICS):
+        if f"{metric}_std" not in table.columns:
+            continue
+        at = table.columns.get_loc(f"{metric}_std") + 1
+        for side in ("ci_high", "ci_low"):
+            column = f"{metric}_{side}"
+            table.insert(at, column, extra[column] if column in extra else float("nan"))
+    return table
+
+
+def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, baseline: str) -> pd.DataFrame:
+    """`baseline` and the DIFF columns: accuracy under attack of the row's model minus the baseline's, at the
+    same setting otherwise (paired over shared examples and matched seeds); empty for the baseline's rows."""
+    found = {c.setting.id: c for c in reversed(compare(settings, runs_dir, baseline))}
+    cells = [found.get(sid) for sid in table["setting_id"]]
+    table = table.copy()
+    at = table.columns.get_loc("setting_id")
+    table.insert(at, "baseline", baseline)
+    for offset, (name, value) in enumerate((
+            ("robust_accuracy_diff", lambda c: c.difference.value),
+            ("robust_accuracy_diff_ci_low", lambda c: c.difference.low),
+            ("robust_accuracy_diff_ci_high", lambda c: c.difference.high),
+            ("robust_accuracy_diff_p", lambda c: c.p_value))):
+        table.insert(at + 1 + offset, name, [value(c) if c is not None else None for c in cells])
+    return table
+
+
+def leaderboard_table(records: Records, baseline: str | None = None) -> pd.DataFrame:
+    """The leaderboard of `records`: `aggregate`, then intervals, then the comparison with `baseline`."""
+    frame = frame_of(records.current)
+    if frame.empty:
+        return pd.DataFrame(columns=ROW + IDS)
+    settings = group_settings(records.current)
+    table = with_intervals(aggregate(frame), settings, records.runs_dir)
+    return with_baseline(table, settings, records.runs_dir, baseline) if baseline else table
+
+
 def markdown(table: pd.DataFrame) -> str:
     metrics = [m for m in METRICS + ANALYSIS_METRICS if f"{m}_mean" in table.columns]
-    header = KEYS + ["seeds"] + metrics
+    baseline = "baseline" in table.columns
+    header = ROW + metrics + ([f"robust_accuracy vs {table['baseline'].iloc[0]}"] if baseline else [])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
-        cells = [str(row[k]) for k in KEYS + ["seeds"]]
-        cells += [format_mean_std(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
+        cells = [_text(row[k]) for k in ROW]
+        cells += [format_interval(row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], m in PERCENT)
+                  if pd.notna(row.get(f"{m}_ci_low")) else
+                  format_mean_std(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
+        if baseline:
+            cells.append(format_difference(row))
         lines.append("| " + " | ".join(cells) + " |")
+    if baseline:
+        lines.append("\n* the 95% interval of the paired difference excludes 0; p: paired permutation test")
     return "\n".join(lines) + "\n"
+
+
+def _text(value) -> str:
+    return "–" if value is None or pd.isna(value) else str(value)
 
 
 def format_mean_std(mean: float | None, std: float | None, percent: bool, digits: int = 1) -> str:
@@ -74,15 +191,34 @@ def format_mean_std(mean: float | None, std: float | None, percent: bool, digits
     return text if pd.isna(std) else f"{text} ± {std * scale:.{digits}f}"
 
 
+def format_interval(mean: float | None, low: float, high: float, percent: bool, digits: int = 1) -> str:
+    """"mean [low, high]" with `digits` decimals (x100 when `percent`); "–" without a mean."""
+    if mean is None or pd.isna(mean):
+        return "–"
+    scale = 100.0 if percent else 1.0
+    return f"{mean * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+
+
+def format_difference(row) -> str:
+    """A row's paired difference from the baseline: "+2.1 [-1.0, 5.2] p=0.21", starred when significant."""
+    diff = row.get("robust_accuracy_diff")
+    if diff is None or pd.isna(diff):
+        return "–"
+    low, high = row["robust_accuracy_diff_ci_low"], row["robust_accuracy_diff_ci_high"]
+    star = " *" if low > 0 or high < 0 else ""
+    return f"{100 * diff:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g}{star}"
+
+
 def analysis_frame(results_dir: Path) -> pd.DataFrame:
-    """One row per (setting, seed) from `<results_dir>/analysis/*.json`: the record with the most
-    examples, then the newest, when a setting was analysed more than once."""
+    """One row per (model setting, seed) from `<results_dir>/analysis/*.json`: the record with the most
+    examples, then the newest, when a model setting was analysed more than once."""
     from robench.analysis import iter_analyses
 
     rows = []
     for rec in iter_analyses(results_dir):
         row = {k: rec.spec.get(k) for k in ANALYSIS_KEYS}
-        row.update(seed=rec.spec.get("seed"), examples=rec.metrics.get("examples"), created=rec.created)
+        row.update(model_setting_id=model_setting_id(rec.spec), seed=rec.spec.get("seed"),
+                   examples=rec.metrics.get("examples"), created=rec.created)
         row.update({m: rec.metrics.get(m) for m in ANALYSIS_METRICS})
         rows.append(row)
     if not rows:
@@ -94,13 +230,16 @@ def analysis_frame(results_dir: Path) -> pd.DataFrame:
 
 
 def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
-    """`table` (from `aggregate`) plus mean and std over seeds of each analysis metric, and `analysis_seeds`."""
+    """`table` (from `aggregate`) plus mean and std over seeds of each analysis metric, and `analysis_seeds`,
+    joined on the model setting (an analysis does not depend on the attack)."""
     extra = mean_std(analyses, ANALYSIS_KEYS, ANALYSIS_METRICS, "analysis_seeds")
     return table.merge(extra, on=ANALYSIS_KEYS, how="left")
 
 
-def write_leaderboard(results_dir: Path, analysis: bool = False) -> tuple[pd.DataFrame, Path, Path]:
-    table = aggregate(records_frame(results_dir / "runs"))
+def write_leaderboard(results_dir: Path, analysis: bool = False,
+                      baseline: str | None = None) -> tuple[pd.DataFrame, Path, Path]:
+    """Write `<results_dir>/leaderboard.{csv,md}` from `<results_dir>/runs`; return the table and the paths."""
+    table = leaderboard_table(load_records(results_dir / "runs"), baseline)
     if analysis:
         table = with_analysis(table, analysis_frame(results_dir))
     csv_path, md_path = results_dir / "leaderboard.csv", results_dir / "leaderboard.md"

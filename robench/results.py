@@ -21,6 +21,7 @@ from typing import Any, Iterator
 from robench.errors import RobenchError
 from robench.types import ExampleResult
 
+RECORD_FORMAT = 2  # 2: eval subset chosen by `eval_seed` (recorded by hash), AdvGLUE's clean accuracy split off
 PACKAGES = ("robench", "torch", "transformers", "datasets", "textattack", "numpy", "pandas", "nltk")
 
 
@@ -37,6 +38,7 @@ class RunRecord:
     git_commit: str | None = None
     created: str = ""
     kind: str = "run"
+    format: int = RECORD_FORMAT  # records written before formats were numbered read as 1
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -89,7 +91,11 @@ class RunStore:
         self.partial_path = runs_dir / f"{run_id}.partial.jsonl"
 
     def finished(self) -> RunRecord | None:
-        return read_record(self.record_path) if self.record_path.is_file() else None
+        """The finished record, unless there is none or it has an older format (then the run is redone)."""
+        if not self.record_path.is_file():
+            return None
+        record = read_record(self.record_path)
+        return record if record.format == RECORD_FORMAT else None
 
     def load_partial(self) -> dict[int, ExampleResult]:
         done: dict[int, ExampleResult] = {}
@@ -129,7 +135,7 @@ def examples_csv(results: list[ExampleResult]) -> str:
 
 def read_record(path: Path) -> RunRecord:
     try:
-        return RunRecord(**json.loads(path.read_text(encoding="utf-8")))
+        return RunRecord(**{"format": 1, **json.loads(path.read_text(encoding="utf-8"))})
     except (json.JSONDecodeError, TypeError) as exc:
         raise RobenchError(f"run record {path} is malformed ({exc}); delete it to re-run") from exc
 

@@ -10,16 +10,16 @@ from typing import Any, Callable
 from rich.console import Console
 
 from robench.checkpoints import load_victim
-from robench.data import load_split, subset
+from robench.data import load_split, subset_indices
 from robench.device import pick_device
 from robench.estimate import Estimate, estimate
 from robench.metrics import textattack_metrics
 from robench.resolve import resolve_run
 from robench.results import RunRecord, RunStore, git_commit, now, package_versions
 from robench.settings import Settings, resolve_settings
-from robench.spec import RunSpec
+from robench.spec import RunSpec, content_hash
 from robench.training import TrainedModel, checkpoint_key, fine_tune, is_cached
-from robench.types import AttackContext, ExampleResult
+from robench.types import AttackContext, ExampleResult, Source, Task
 
 OnEstimate = Callable[[Estimate], None]
 
@@ -83,7 +83,9 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
 
     task, recipe, attack_params = resolved.task, resolved.recipe, resolved.attack_params
     victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
-    eval_data = subset(load_split(task, "eval", settings.data_dir, spec.data_source), spec.eval_size, spec.seed)
+    split = (recipe.examples or _task_eval_split)(task, settings, spec.data_source)
+    rows = subset_indices(len(split), spec.eval_size, spec.eval_seed)  # never the training seed: paired runs
+    eval_data = split if len(rows) == len(split) else split.select(rows)
     done = {} if force else store.load_partial()
     ctx = AttackContext(spec, task, victim, settings, eval_data, trained.record["dev_accuracy"], done,
                         store.append, console)
@@ -98,7 +100,8 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
         resources={
             "backbone": trained.record["backbone"],
             "data": {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
-                     "task_note": task.note or None},
+                     "task_note": task.note or None, "eval_examples": len(rows),
+                     "eval_indices_hash": content_hash(rows)},
             "attack": output.resources,
             "device": str(torch_device),
         },
@@ -111,6 +114,10 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     )
     store.finish(record, results)
     return record
+
+
+def _task_eval_split(task: Task, settings: Settings, source: Source):
+    return load_split(task, "eval", settings.data_dir, source)
 
 
 def _default_summary(results: list[ExampleResult], ctx: AttackContext) -> dict[str, Any]:

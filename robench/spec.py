@@ -31,6 +31,7 @@ class RunSpec:
     seed: int = 0
     train_size: int | None = None  # None: the whole train split
     eval_size: int | None = None  # None: the whole eval split (or AdvGLUE split)
+    eval_seed: int = 0  # chooses the eval subset (with eval_size), the same for every model and training seed
     data_source: Literal["local", "hub"] = "local"
     train: TrainConfig = field(default_factory=TrainConfig)
     model_params: dict[str, Any] = field(default_factory=dict)

@@ -110,8 +110,8 @@ class AttackContext:
     task: Task
     victim: Victim
     settings: Settings
-    eval_data: Any  # datasets.Dataset: the eval subset
-    dev_accuracy: float  # the fine-tuned model's accuracy on the whole eval split
+    eval_data: Any  # datasets.Dataset: the examples to attack (the recipe's split, subset by the spec's eval seed)
+    dev_accuracy: float  # the fine-tuned model's accuracy on the task's whole eval split
     done: dict[int, ExampleResult]  # results of an interrupted earlier attempt, by index
     record: Callable[[ExampleResult], None]  # persist one finished example at once
     console: Console | None = None
@@ -134,6 +134,8 @@ class AttackRecipe:
     `check(task, params, settings)` rejects, *before* training, a task the recipe cannot
     handle or a resource it needs that is missing (cheap checks: no model loading).
     `summarize(results, ctx)` turns results into metrics (TextAttack's by default).
+    `examples(task, settings, source)` loads the split the recipe attacks (default: the task's eval
+    split); the runner subsets it with the spec's `eval_size` and `eval_seed` and passes it as `ctx.eval_data`.
     """
 
     name: str
@@ -143,3 +145,4 @@ class AttackRecipe:
     check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
     summarize: Callable[[list[ExampleResult], AttackContext], dict[str, Any]] | None = None
     queries_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example
+    examples: Callable[[Task, Settings, Source], Any] | None = None

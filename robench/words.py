@@ -39,6 +39,11 @@ def split_words(text: str) -> list[str]:
     return words
 
 
+def count_words(fields: Iterable[str]) -> int:
+    """Words in a task input, over all its fields: the pair separator is not a word (TextAttack's count)."""
+    return sum(len(split_words(field)) for field in fields)
+
+
 def is_one_word(word: str) -> bool:
     return split_words(word) == [word]
 

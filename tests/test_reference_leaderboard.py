@@ -1,9 +1,12 @@
-"""The committed reference leaderboard is regenerated bit for bit from the committed records it links to."""
+"""The committed reference leaderboard is regenerated bit for bit from the committed records it links to.
+
+Records of an older format (their eval subset was chosen by the training seed) are skipped, and the page says
+how many; every record the leaderboard includes is linked from the page."""
 import shutil
 from pathlib import Path
 
 from robench.html import write_html
-from robench.leaderboard import write_leaderboard
+from robench.leaderboard import load_records, write_leaderboard
 
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference"
 
@@ -16,8 +19,11 @@ def test_reference_leaderboard_regenerates_from_its_records(tmp_path):
         assert path.read_bytes() == (REFERENCE / path.name).read_bytes(), path.name
 
 
-def test_every_reference_row_links_to_existing_records():
+def test_every_included_reference_record_is_linked_and_the_skipped_are_counted():
     page = (REFERENCE / "leaderboard.html").read_text(encoding="utf-8")
-    records = sorted((REFERENCE / "runs").glob("*.json"))
-    assert len(records) == 72  # 2 tasks x 4 models x 3 attacks x 3 seeds (results/grid-reference.toml)
-    assert all(f'href="runs/{path.name}"' in page for path in records)
+    assert len(list((REFERENCE / "runs").glob("*.json"))) == 72  # 2 tasks x 4 models x 3 attacks x 3 seeds
+    records = load_records(REFERENCE / "runs")
+    assert len(records.current) + records.older == 72
+    assert all(f'href="runs/{rec.run_id}.json"' in page for rec in records.current)
+    assert page.count('href="runs/') == len(records.current)
+    assert (f"Skipped {records.older} run record(s) of an older format" in page) == (records.older > 0)

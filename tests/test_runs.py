@@ -8,7 +8,9 @@ from conftest import tiny_spec
 
 import robench
 from robench.leaderboard import write_leaderboard
-from robench.results import RunStore
+from robench.results import RECORD_FORMAT, RunStore
+from robench.spec import content_hash
+from robench.words import split_words
 
 
 def test_run_writes_record_and_csv(settings, tiny_backbone):
@@ -20,7 +22,10 @@ def test_run_writes_record_and_csv(settings, tiny_backbone):
     assert saved["resources"]["backbone"]["location"] == str(tiny_backbone)
     assert saved["versions"]["torch"] and saved["versions"]["transformers"]
     m = saved["metrics"]
-    assert m["examples"] == 24 and m["accuracy_drop"] == pytest.approx(m["clean_accuracy"] - m["robust_accuracy"])
+    assert m["examples"] == 24 and m["accuracy_drop"] == pytest.approx(m["dev_accuracy"] - m["robust_accuracy"])
+    assert m["clean_accuracy"] is None  # AdvGLUE's examples come without originals; dev_accuracy is the dev split
+    assert saved["format"] == RECORD_FORMAT and saved["resources"]["data"]["eval_examples"] == 24
+    assert saved["resources"]["data"]["eval_indices_hash"] == content_hash(list(range(24)))
     rows = list(csv.DictReader(open(settings.runs_dir / f"{record.run_id}.csv")))
     assert len(rows) == 24 and {r["status"] for r in rows} <= {"failed", "successful"}
     assert sum(r["status"] == "failed" for r in rows) / 24 == pytest.approx(m["robust_accuracy"])
@@ -42,6 +47,36 @@ def test_finished_run_is_not_redone(settings, tiny_backbone):
     first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     second = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     assert second.created == first.created
+
+
+def test_older_format_record_is_redone(settings, tiny_backbone):
+    first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    path = settings.runs_dir / f"{first.run_id}.json"
+    old = json.loads(path.read_text())
+    del old["format"]  # records written before formats were numbered
+    path.write_text(json.dumps(old))
+    assert RunStore(settings.runs_dir, first.run_id).finished() is None
+    again = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    assert again.format == RECORD_FORMAT and json.loads(path.read_text())["format"] == RECORD_FORMAT
+
+
+def test_eval_subset_is_identical_across_training_seeds(settings, tiny_backbone):
+    def attacked(**overrides):
+        record = robench.run(tiny_spec(tiny_backbone, eval_size=8, **overrides), settings, device="cpu")
+        rows = list(csv.DictReader(open(settings.runs_dir / f"{record.run_id}.csv")))
+        return record.resources["data"]["eval_indices_hash"], [r["perturbed_text"] for r in rows]
+
+    seed0, seed1, other_eval_seed = attacked(seed=0), attacked(seed=1), attacked(seed=0, eval_seed=1)
+    assert seed0 == seed1 and len(seed0[1]) == 8
+    assert other_eval_seed[0] != seed0[0] and other_eval_seed[1] != seed0[1]
+
+
+def test_pair_separator_is_not_a_word(settings, tiny_backbone):
+    record = robench.run(tiny_spec(tiny_backbone, task="rte", eval_size=6), settings, device="cpu")
+    rows = list(csv.DictReader(open(settings.runs_dir / f"{record.run_id}.csv")))
+    for row in rows:
+        first, second = row["perturbed_text"].split(" [SEP] ")
+        assert int(row["num_words"]) == len(split_words(first)) + len(split_words(second))
 
 
 def test_interrupted_attack_resumes_with_same_numbers(settings, tiny_backbone):

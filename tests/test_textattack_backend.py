@@ -297,6 +297,13 @@ def test_result_mapping(ta):
     assert (kept.status, flipped.status) == ("failed", "successful")
 
 
+def test_error_result_does_not_count_the_pair_separator():
+    from robench.attacks.textattack.results import unattacked_result
+
+    result = unattacked_result(0, 1, ("the cat sat .", "a good cat"), "error", ValueError("boom"), 3)
+    assert result.original_text == "the cat sat . [SEP] a good cat" and result.num_words == 6
+
+
 # ---------------------------------------------------------------- end to end through robench.run
 
 

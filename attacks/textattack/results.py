@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from robench.types import ExampleResult, Status
 from robench.victim import Text
-from robench.words import join_fields
+from robench.words import count_words, join_fields
 
 
 def to_example_result(index: int, label: int, result) -> ExampleResult:
@@ -46,4 +46,4 @@ def unattacked_result(index: int, label: int, text: Text, status: Status, exc: B
     joined = join_fields(text)
     return ExampleResult(index=index, label=label, original_text=joined, perturbed_text=joined,
                          original_prediction=-1, perturbed_prediction=-1, status=status, queries=queries,
-                         num_words=len(joined.split()), error=f"{type(exc).__name__}: {exc}")
+                         num_words=count_words(text), error=f"{type(exc).__name__}: {exc}")

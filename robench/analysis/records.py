@@ -43,7 +43,7 @@ class AnalysisRecord:
 def analysis_id(spec: RunSpec, config: AnalysisConfig) -> str:
     """Content hash of everything that determines the analysis (the attack settings do not)."""
     d = spec.to_dict()
-    for key in ("attack", "attack_params", "eval_size"):
+    for key in ("attack", "attack_params", "eval_size", "eval_seed"):
         d.pop(key)
     key = content_hash({"format": ANALYSIS_FORMAT, "spec": d, "config": asdict(config)})
     return f"{spec.task}-{spec.model}-s{spec.seed}".replace(":", "_").replace("+", "_") + f"-{key}"

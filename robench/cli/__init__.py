@@ -20,6 +20,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "robench.cli.bench",
     "robench.cli.analyze",
     "robench.cli.grid",
+    "robench.cli.compare",
 )
 
 

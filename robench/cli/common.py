@@ -40,6 +40,8 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
     p.add_argument("--epochs", type=int, help="default: the preset's")
     p.add_argument("--lr", type=float, help="default: the preset's")
     p.add_argument("--batch-size", type=int, help="default: the preset's")
+    p.add_argument("--eval-seed", type=int, default=0,
+                   help="chooses the eval subset; the same for every model and training seed (default: 0)")
     p.add_argument("--max-length", type=int, default=128, help="longer inputs are truncated (tokens)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="model hyperparameter")
     if attack:
@@ -81,6 +83,7 @@ def specs_from_args(args, settings):
     for seed in args.seed:
         yield RunSpec(task=args.task, model=args.model, attack=attack,
                       backbone=args.backbone, seed=seed, train_size=train_size, eval_size=eval_size,
+                      eval_seed=args.eval_seed,
                       data_source=source, train=train, model_params=parse_assignments(args.param),
                       attack_params=parse_assignments(getattr(args, "attack_param", [])))
 

@@ -21,6 +21,9 @@ def add_parser(sub) -> None:
     p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
     p.add_argument("--with-analysis", action="store_true", help="add `robench analyze` columns (mean ± std)")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained static HTML page (tables, plots)")
+    p.add_argument("--baseline", metavar="MODEL",
+                   help="add each row's paired difference in accuracy under attack from MODEL at the same setting "
+                        "(as `robench compare`); the page marks significant ones")
     p.set_defaults(handler=cmd_leaderboard)
 
 
@@ -110,13 +113,16 @@ def cmd_list(args) -> None:
 
 
 def cmd_leaderboard(args) -> None:
-    from robench.leaderboard import write_leaderboard
+    from robench.leaderboard import load_records, write_leaderboard
 
     settings = settings_from_args(args)
-    table, csv_path, md_path = write_leaderboard(settings.results_dir, analysis=args.with_analysis)
+    table, csv_path, md_path = write_leaderboard(settings.results_dir, analysis=args.with_analysis,
+                                                 baseline=args.baseline)
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} rows)")
+    if note := load_records(settings.runs_dir).note:
+        print(note)
     if args.html:
         from robench.html import write_html
 
-        print(f"wrote {write_html(settings.results_dir, args.html)}")
+        print(f"wrote {write_html(settings.results_dir, args.html, baseline=args.baseline)}")

@@ -1,0 +1,110 @@
+"""Settings, per-setting intervals and paired comparisons on synthetic run records with known answers."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from robench.compare import compare, group_settings, intervals
+from robench.results import RunRecord, RunStore, iter_records
+from robench.spec import RunSpec, TrainConfig, content_hash
+from robench.types import ExampleResult
+
+
+def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval_size=200, attack_params=None,
+             model_params=None, train=TrainConfig(), eval_seed=0) -> RunRecord:
+    """A finished run whose per-example CSV has `statuses` (one per example) and whose metrics match them."""
+    spec = RunSpec(task="sst2", model=model, attack=attack, seed=seed, eval_size=eval_size, eval_seed=eval_seed,
+                   train=train, model_params=model_params or {}, attack_params=attack_params or {})
+    results = [ExampleResult(i, 1, "a b", "a c", 1, 1 if s == "failed" else 0, s, num_words=2)
+               for i, s in enumerate(statuses)]
+    n = len(statuses)
+    count = {s: list(statuses).count(s) for s in ("skipped", "failed", "successful")}
+    attacked = count["failed"] + count["successful"]
+    metrics = {"examples": n, "dev_accuracy": 0.8, "clean_accuracy": attacked / n,
+               "robust_accuracy": count["failed"] / n,
+               "attack_success_rate": count["successful"] / attacked if attacked else None}
+    from robench.setting import _attack_defaults, _model_defaults
+
+    hyper = {"train": dataclasses.asdict(train), "model": {**(_model_defaults(model) or {}), **(model_params or {})},
+             "attack": {**(_attack_defaults(attack) or {}), **(attack_params or {})}}
+    rows = list(range(n))
+    record = RunRecord(run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=hyper,
+                       resources={"data": {"source": "local", "eval_examples": n,
+                                           "eval_indices_hash": content_hash(rows)}},
+                       metrics=metrics, timings={"train_seconds": 1.0}, checkpoint="", created=f"2026-01-01T00:0{seed}")
+    RunStore(runs_dir, spec.run_id).finish(record, results)
+    return record
+
+
+def statuses(n_failed, n_successful, n_skipped=0, rng=None):
+    out = np.array(["failed"] * n_failed + ["successful"] * n_successful + ["skipped"] * n_skipped)
+    return list(rng.permutation(out)) if rng is not None else list(out)
+
+
+def test_all_correct_setting_has_interval_one_one(tmp_path):
+    for seed in (0, 1, 2):
+        fake_run(tmp_path, ["failed"] * 50, seed=seed)
+    [setting] = group_settings(iter_records(tmp_path))
+    ci = intervals(setting, tmp_path)
+    assert (ci["robust_accuracy_ci_low"], ci["robust_accuracy_ci_high"]) == (1.0, 1.0)
+    assert (ci["clean_accuracy_ci_low"], ci["clean_accuracy_ci_high"]) == (1.0, 1.0)
+    assert setting.seeds == [0, 1, 2] and setting.label == "eval=200"
+
+
+@pytest.mark.parametrize("change", [{"eval_size": 100}, {"attack_params": {"k": 20}},
+                                    {"model_params": {"im_gamma": 0.5}, "model": "imbert"},
+                                    {"train": TrainConfig(lr=1e-4)}, {"eval_seed": 1}])
+def test_runs_differing_in_one_setting_are_two_settings(tmp_path, change):
+    base = {"model": "imbert"} if "model" in change else {}
+    fake_run(tmp_path, ["failed"] * 10, **base)
+    fake_run(tmp_path, ["failed"] * 10, **{**base, **change})
+    settings = group_settings(iter_records(tmp_path))
+    assert len(settings) == 2 and len({s.label for s in settings}) == 2
+
+
+def test_setting_labels_name_what_differs_from_the_defaults(tmp_path):
+    fake_run(tmp_path, ["failed"] * 10, model="imbert", model_params={"im_gamma": 0.5}, train=TrainConfig(lr=1e-4),
+             attack_params={"k": 20}, eval_size=100, eval_seed=3)
+    [setting] = group_settings(iter_records(tmp_path))
+    assert setting.label == "imbert[im_gamma=0.5] lr=1e-4 textfooler[k=20] eval=100 eval_seed=3"
+
+
+def test_explicit_default_parameter_is_the_same_setting(tmp_path):
+    fake_run(tmp_path, ["failed"] * 10, seed=0)
+    fake_run(tmp_path, ["failed"] * 10, seed=1, attack_params={"k": 50})
+    [setting] = group_settings(iter_records(tmp_path))
+    assert setting.seeds == [0, 1]
+
+
+def _planted(tmp_path, worse_by: int, n: int = 200):
+    """bert wrong under attack on 40% of the examples; imbert on `worse_by` more of the same examples; freelb
+    exactly as bert."""
+    rng = np.random.default_rng(0)
+    for seed in (0, 1, 2):
+        base = statuses(120, 80, rng=rng)
+        worse = list(base)
+        for i in [i for i, s in enumerate(base) if s == "failed"][:worse_by]:
+            worse[i] = "successful"
+        fake_run(tmp_path, base, model="bert", seed=seed)
+        fake_run(tmp_path, worse, model="imbert", seed=seed)
+        fake_run(tmp_path, base, model="freelb", seed=seed)
+    return {c.setting.spec["model"]: c for c in compare(group_settings(iter_records(tmp_path)), tmp_path, "bert")}
+
+
+def test_compare_finds_a_planted_difference_and_not_identical_models(tmp_path):
+    found = _planted(tmp_path, worse_by=40)  # 20% of 200 shared examples
+    worse, same = found["imbert"], found["freelb"]
+    assert worse.difference.value == pytest.approx(-0.2)
+    assert worse.significant and worse.p_value < 0.001 and worse.difference.high < 0
+    assert worse.verdict == "less robust than the baseline"
+    assert worse.seeds == (0, 1, 2) and worse.examples == 200
+    assert not same.significant and same.p_value == 1.0
+    assert same.verdict == "not distinguishable from the baseline"
+
+
+def test_compare_without_the_baseline_is_an_error(tmp_path):
+    from robench.errors import RobenchError
+
+    fake_run(tmp_path, ["failed"] * 10, model="imbert")
+    with pytest.raises(RobenchError, match="baseline model 'bert'"):
+        compare(group_settings(iter_records(tmp_path)), tmp_path, "bert")

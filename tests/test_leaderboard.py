@@ -1,0 +1,124 @@
+"""The leaderboard: one row per setting, intervals from the per-example CSVs, older records skipped,
+the paired comparison with a baseline."""
+import json
+
+import pandas as pd
+import pytest
+from test_compare import fake_run
+
+from robench.cli import main
+from robench.leaderboard import load_records, write_leaderboard
+
+
+def test_runs_differing_in_eval_size_or_an_attack_parameter_are_separate_rows(tmp_path):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 20, seed=seed, eval_size=20)
+        fake_run(runs, ["failed"] * 10, seed=seed, eval_size=10)
+        fake_run(runs, ["failed"] * 10, seed=seed, eval_size=10, attack_params={"k": 20})
+    table, _, md = write_leaderboard(tmp_path)
+    assert list(table["setting"]) == ["eval=10", "eval=20", "textfooler[k=20] eval=10"]
+    assert list(table["seeds"]) == [2, 2, 2] and list(table["examples"]) == [10, 20, 10]
+    assert "| sst2 | bert | textfooler | minilm | full | eval=20 | 2 | 20 |" in md.read_text()
+
+
+def test_all_correct_rows_have_the_interval_one_one(tmp_path):
+    for seed in (0, 1, 2):
+        fake_run(tmp_path / "runs", ["failed"] * 30, seed=seed)
+    table, csv_path, md = write_leaderboard(tmp_path)
+    row = table.iloc[0]
+    assert (row["robust_accuracy_ci_low"], row["robust_accuracy_ci_high"]) == (1.0, 1.0)
+    assert (row["clean_accuracy_ci_low"], row["clean_accuracy_ci_high"]) == (1.0, 1.0)
+    header = csv_path.read_text().splitlines()[0].split(",")
+    assert header[header.index("robust_accuracy_mean"):header.index("robust_accuracy_mean") + 4] == [
+        "robust_accuracy_mean", "robust_accuracy_std", "robust_accuracy_ci_low", "robust_accuracy_ci_high"]
+    assert "100.0 [100.0, 100.0]" in md.read_text() and "80.0 ± 0.0" in md.read_text()  # dev accuracy: no CSV
+
+
+def test_the_leaderboard_is_reproducible_byte_for_byte(tmp_path):
+    for seed in (0, 1):
+        fake_run(tmp_path / "runs", ["failed"] * 7 + ["successful"] * 5 + ["skipped"] * 3, seed=seed)
+    _, csv_path, md = write_leaderboard(tmp_path)
+    first = csv_path.read_bytes(), md.read_bytes()
+    write_leaderboard(tmp_path)
+    assert (csv_path.read_bytes(), md.read_bytes()) == first
+
+
+def test_older_format_records_are_skipped_and_reported(tmp_path, capsys):
+    new = fake_run(tmp_path / "runs", ["failed"] * 10, seed=0)
+    old = fake_run(tmp_path / "runs", ["failed"] * 10, seed=1)
+    path = tmp_path / "runs" / f"{old.run_id}.json"
+    data = json.loads(path.read_text())
+    del data["format"]
+    path.write_text(json.dumps(data))
+    records = load_records(tmp_path / "runs")
+    assert [r.run_id for r in records.current] == [new.run_id] and records.older == 1
+    table, _, _ = write_leaderboard(tmp_path)
+    assert list(table["seeds"]) == [1]
+    assert main(["leaderboard", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"skipped 1 run record(s) of an older format in {tmp_path / 'runs'}" in out
+
+
+def test_leaderboard_with_a_baseline(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="bert", seed=seed)
+        fake_run(runs, ["failed"] * 80 + ["successful"] * 20, model="freelb", seed=seed)
+        fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="smart", seed=seed)
+    table, _, md = write_leaderboard(tmp_path, baseline="bert")
+    diff = table.set_index("model")["robust_accuracy_diff"]
+    assert pd.isna(diff["bert"]) and diff["freelb"] == pytest.approx(0.2) and diff["smart"] == 0.0
+    text = md.read_text()
+    assert "robust_accuracy vs bert" in text and "+20.0 [" in text and "p=1 |" in text
+    assert text.count(" *") == 1
+    assert main(["leaderboard", "--results-dir", str(tmp_path), "--baseline", "bert"]) == 0
+
+
+def test_page_shows_intervals_draws_them_and_marks_significant_differences(tmp_path):
+    from robench.html import _y, write_html
+
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="bert", seed=seed)
+        fake_run(runs, ["failed"] * 80 + ["successful"] * 20, model="freelb", seed=seed)
+        fake_run(runs, ["failed"] * 61 + ["successful"] * 39, model="smart", seed=seed)
+    table, _, _ = write_leaderboard(tmp_path, baseline="bert")
+    html = write_html(tmp_path, tmp_path / "page.html", baseline="bert").read_text()
+    rows = {r.model: r for r in table.itertuples()}
+    cell = f"{100 * rows['freelb'].robust_accuracy_mean:.1f} [{100 * rows['freelb'].robust_accuracy_ci_low:.1f}, "
+    assert cell in html and "<th" in html and ">Setting</th>" in html
+    assert html.count('class="sig up"') == 1 and 'class="sig down"' not in html  # freelb only; smart is noise
+    for row in rows.values():  # each bar's whisker spans the row's 95% interval
+        assert f'y1="{_y(row.robust_accuracy_ci_high):.1f}" y2="{_y(row.robust_accuracy_ci_low):.1f}"' in html
+    assert write_html(tmp_path, tmp_path / "again.html", baseline="bert").read_text() == html
+
+
+def test_compare_command(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="bert", seed=seed)
+        fake_run(runs, ["failed"] * 30 + ["successful"] * 70, model="freelb", seed=seed)
+        fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="smart", seed=seed)
+    assert main(["compare", "--results-dir", str(tmp_path), "--baseline", "bert"]) == 0
+    out = capsys.readouterr().out
+    assert "less robust than the baseline" in out and "not distinguishable from the baseline" in out
+    assert "-30.0 [" in out
+    assert main(["compare", "--results-dir", str(tmp_path), "--baseline", "imbert"]) == 2
+    assert "no run records of the baseline model 'imbert'" in capsys.readouterr().err
+
+
+def test_analyses_of_two_model_settings_are_not_merged(tmp_path):
+    from dataclasses import asdict
+
+    from robench.analysis.records import AnalysisRecord
+    from robench.leaderboard import analysis_frame
+    from robench.results import atomic_write
+
+    for i, layers in enumerate(([0], [1, 2])):
+        spec = {"task": "sst2", "model": "imbert", "attack": "advglue", "backbone": "minilm", "seed": 0,
+                "train_size": 100, "model_params": {"im_layers": layers}}
+        rec = AnalysisRecord(analysis_id=f"a{i}", run_id="r", spec=spec, config={}, metrics={"examples": 10},
+                             cka_per_layer=[], resources={}, timings={}, checkpoint="x")
+        atomic_write(tmp_path / "analysis" / f"a{i}.json", json.dumps(asdict(rec)))
+    assert len(analysis_frame(tmp_path)) == 2
