@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from robench.data import load_advglue, subset, texts_of
+from robench.data import ADVGLUE_FILE, load_advglue, subset, texts_of
 from robench.errors import RobenchError
 from robench.metrics import textattack_metrics
 from robench.registries import ATTACKS
@@ -36,9 +36,14 @@ def _check(task: Task, params: AdvGlueParams, settings: Settings) -> None:
         load_advglue(task, None, "local")  # raises the "no AdvGLUE split" error
 
 
+def _examples(ctx: AttackContext, params: AdvGlueParams):
+    """The AdvGLUE rows replayed: the task's AdvGLUE dev split, subset by eval size and seed."""
+    return subset(load_advglue(ctx.task, ctx.settings.data_dir, ctx.spec.data_source), ctx.spec.eval_size,
+                  ctx.spec.seed)
+
+
 def _attack(ctx: AttackContext, params: AdvGlueParams) -> AttackOutput:
-    adv = subset(load_advglue(ctx.task, ctx.settings.data_dir, ctx.spec.data_source), ctx.spec.eval_size,
-                 ctx.spec.seed)
+    adv = _examples(ctx, params)
     texts, labels = texts_of(adv, ctx.task), list(adv["label"])
     todo = [i for i in range(len(adv)) if i not in ctx.done]
     preds = ctx.victim.predict([texts[i] for i in todo])
@@ -71,4 +76,5 @@ def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, An
 ATTACKS.register("advglue")(AttackRecipe(
     name="advglue", summary="Replay the AdvGLUE dev set (Wang et al., 2021); static adversarial evaluation",
     attack=_attack, params=AdvGlueParams, check=_check, summarize=_summarize,
+    examples=_examples, data_files=(ADVGLUE_FILE,),
 ))

@@ -42,6 +42,7 @@ class Task:
     hub: Callable[[Split], "object"]  # split -> Dataset
     advglue: str | None = None  # key of the AdvGLUE dev split for this task
     note: str = ""  # how the offline data differs from the canonical task, if it does
+    data_files: tuple[str, ...] = ()  # data-dir files `local` reads (fingerprinted); empty: hash the rows
 
     @property
     def num_labels(self) -> int:
@@ -134,6 +135,9 @@ class AttackRecipe:
     `check(task, params, settings)` rejects, *before* training, a task the recipe cannot
     handle or a resource it needs that is missing (cheap checks: no model loading).
     `summarize(results, ctx)` turns results into metrics (TextAttack's by default).
+    `examples(ctx, params)` returns the rows the recipe attacks (default: `ctx.eval_data`); resumed
+    results are checked against them. `data_files` are the data-dir files the recipe reads itself
+    (part of the run's data fingerprint).
     """
 
     name: str
@@ -143,3 +147,5 @@ class AttackRecipe:
     check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
     summarize: Callable[[list[ExampleResult], AttackContext], dict[str, Any]] | None = None
     queries_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example
+    examples: Callable[[AttackContext, Any], Any] | None = None
+    data_files: tuple[str, ...] = ()

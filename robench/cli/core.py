@@ -1,6 +1,8 @@
 """`robench run`, `train`, `list` and `leaderboard`."""
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.table import Table
 
@@ -113,6 +115,8 @@ def cmd_leaderboard(args) -> None:
     from robench.leaderboard import write_leaderboard
 
     settings = settings_from_args(args)
+    if args.html:
+        _check_page_path(args.html)
     table, csv_path, md_path = write_leaderboard(settings.results_dir, analysis=args.with_analysis)
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} rows)")
@@ -120,3 +124,19 @@ def cmd_leaderboard(args) -> None:
         from robench.html import write_html
 
         print(f"wrote {write_html(settings.results_dir, args.html)}")
+
+
+def _check_page_path(page: str) -> None:
+    """--html names a file whose folder exists or can be made (checked before anything is written)."""
+    from pathlib import Path
+
+    from robench.errors import RobenchError
+
+    path = Path(page).expanduser()
+    if page.endswith(("/", os.sep)) or path.is_dir():
+        raise RobenchError(f"--html {page} is a directory; name the page file, e.g. {path / 'leaderboard.html'}")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise RobenchError(f"--html {page}: {parent} is a file, not a directory")
