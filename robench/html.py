@@ -21,6 +21,7 @@ from functools import cache
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 import jinja2
 import pandas as pd
@@ -28,6 +29,7 @@ from markupsafe import Markup
 
 from robench.leaderboard import aggregate, format_mean_std, records_frame
 from robench.results import RunRecord, atomic_write, iter_records
+from robench.spec import slug
 
 SETTING = ["model", "backbone", "train_size"]  # one table row per setting, within a task
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]  # Okabe-Ito
@@ -228,13 +230,22 @@ def _resources(recs: list[RunRecord]) -> Markup:
     return Markup(_templates().get_template("_resources.html.j2").render(summary=summary, items=items))
 
 
+def record_href(runs_dir: Path, run_id: Any, page_dir: Path) -> str | None:
+    """A relative, percent-encoded link from the page to `<runs_dir>/<run_id>.json`, or None when `run_id`
+    (a record field) is not a plain file name of an existing record: never `javascript:`, `//host` or `/path`."""
+    if not isinstance(run_id, str) or slug(run_id) != run_id or not (runs_dir / f"{run_id}.json").is_file():
+        return None
+    href = quote(Path(os.path.relpath(runs_dir / f"{run_id}.json", page_dir)).as_posix())  # ":" -> %3A
+    return None if urlsplit(href).scheme or href.startswith("/") else href
+
+
 def _links(runs: pd.DataFrame, attacks: list[str], runs_dir: Path, page_dir: Path) -> Markup:
     """Per attack, a link to each seed's record, relative to the page."""
     groups = []
     for attack in attacks:
         mine = runs[runs["attack"] == attack].sort_values("seed")
-        links = [(Path(os.path.relpath(runs_dir / (rid + ".json"), page_dir)).as_posix(), int(seed))
-                 for rid, seed in zip(mine["run_id"], mine["seed"])]
+        links = [(href, int(seed)) for rid, seed in zip(mine["run_id"], mine["seed"])
+                 if (href := record_href(runs_dir, rid, page_dir)) is not None]
         if links:
             groups.append((attack, links))
     return Markup(_templates().get_template("_links.html.j2").render(groups=groups))

@@ -21,6 +21,7 @@ from robench.settings import Settings, resolve_settings
 from robench.spec import RunSpec
 from robench.training import TrainedModel, checkpoint_key, fine_tune, is_cached
 from robench.types import AttackContext, ExampleResult, Task
+from robench.words import join_fields
 
 OnEstimate = Callable[[Estimate], None]
 
@@ -144,7 +145,7 @@ def _matches(examples, task: Task):
             return f"index {result.index} is outside the {len(texts)} examples of this run"
         if result.label != labels[result.index]:
             return f"example {result.index} has label {result.label}, the data says {labels[result.index]}"
-        if (result.original_text or result.perturbed_text) != " [SEP] ".join(texts[result.index]):
+        if (result.original_text or result.perturbed_text) != join_fields(texts[result.index]):
             return f"the text of example {result.index} is not the data's"
         return None
 

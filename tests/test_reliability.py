@@ -191,7 +191,7 @@ def test_nan_loss_stops_training_and_saves_nothing(settings, tiny_backbone, monk
         return loss.detach()
 
     monkeypatch.setattr(Objective, "step", diverging)
-    with pytest.raises(RobenchError, match="training diverged: loss nan at epoch 1, step 2"):
+    with pytest.raises(RobenchError, match="training diverged: loss nan .*no checkpoint was saved"):
         robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
     assert _nothing_trained(settings) and not list(settings.checkpoints_dir.glob("*.tmp-*"))
 
@@ -488,3 +488,67 @@ def test_boundary_values_train_and_attack(settings, tiny_backbone):
                      train=TrainConfig(epochs=1, batch_size=1, max_length=8, lr=1e-3, warmup_ratio=1.0))
     record = robench.run(spec, settings, device="cpu")
     assert record.metrics["examples"] == 1 and torch.isfinite(torch.tensor(record.metrics["dev_accuracy"]))
+
+
+# --- 8. grids validate every cell at --dry-run -------------------------------------------------
+
+def _grid(tmp_path: Path, backbone: Path, extra: str) -> Path:
+    path = tmp_path / "grid.toml"
+    path.write_text(f'tasks = ["sst2"]\nmodels = ["bert"]\nattacks = ["advglue"]\n'
+                    f'backbones = [{json.dumps(str(backbone))}]\n{extra}', encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("[train]\nepochs = 0\n", "[train]: epochs must be positive"),  # the brackets survive rich markup
+    ("[train]\nbatch_size = -4\n", "batch_size must be positive"),
+    ("[train]\nlr = nan\n", "lr must be finite"),
+    ("[train]\nmax_length = 4096\n", "exceeds the 128 positions"),
+    ("seeds = [-1]\n", "--seed must be an integer from 0"),
+    ("eval_size = 0\n", "eval_size values must be positive integers"),
+    ("[model_params.bert]\nx = 1\n", "unknown hyperparameter(s) ['x']"),
+    ("[resources]\ncpus = inf\n", "cpus must be finite"),
+])
+def test_grid_dry_run_rejects_bad_cells(capsys, settings, tiny_backbone, tmp_path, extra, message):
+    config = _grid(tmp_path, tiny_backbone, extra)
+    line = _one_error(capsys, "grid", config, "--dry-run", "--data-dir", settings.data_dir, "--cache-dir",
+                      settings.cache_dir, "--results-dir", settings.results_dir)
+    assert message in line
+
+
+@pytest.mark.parametrize("flags,message", [(["--cpus-per-job", "nan"], "cpus must be finite"),
+                                           (["--gpus-per-job", "-1"], "must be positive"),
+                                           (["--max-retries", "-1"], "--max-retries must be >= 0")])
+def test_grid_numeric_flags(capsys, settings, tiny_backbone, tmp_path, flags, message):
+    config = _grid(tmp_path, tiny_backbone, "")
+    assert message in _one_error(capsys, "grid", config, "--dry-run", *flags, "--data-dir", settings.data_dir,
+                                 "--cache-dir", settings.cache_dir, "--results-dir", settings.results_dir)
+
+
+def test_binary_grid_config(capsys, settings, tmp_path):
+    config = tmp_path / "grid.toml"
+    config.write_bytes(b"\xff\xfe\x00\x01 binary")
+    assert "not UTF-8 text" in _one_error(capsys, "grid", config, "--dry-run", "--data-dir", settings.data_dir)
+
+
+# --- 12. no non-relative links in the leaderboard page ----------------------------------------
+
+@pytest.mark.parametrize("run_id", ["javascript:alert(1)//", "//evil.example/x", "/etc/passwd", "../../x",
+                                    "data:text/html,<b>x</b>"])
+def test_leaderboard_page_never_links_outside(settings, tiny_backbone, tmp_path, run_id):
+    import re
+
+    from robench.html import record_href, write_html
+
+    record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    path = settings.runs_dir / f"{record.run_id}.json"
+    forged = json.loads(path.read_text())
+    forged["run_id"] = run_id
+    (settings.runs_dir / "forged.json").write_text(json.dumps({**forged, "spec": {**forged["spec"], "seed": 7}}))
+    for page in (settings.runs_dir / "page.html", tmp_path / "elsewhere" / "page.html"):
+        html = write_html(settings.results_dir, page).read_text(encoding="utf-8")
+        hrefs = re.findall(r'(?:href|src)="([^"]*)"', html)
+        assert hrefs and all(not re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:|/", h) for h in hrefs), hrefs
+        assert not any("evil" in h or "passwd" in h or "javascript" in h.lower() for h in hrefs)
+    assert record_href(settings.runs_dir, record.run_id, settings.runs_dir) == f"{record.run_id}.json"
+    assert record_href(settings.runs_dir, run_id, settings.runs_dir) is None
