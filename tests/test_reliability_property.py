@@ -49,7 +49,7 @@ def accepted(monkeypatch):
     """Stub the work after validation; collect the specs that reached it."""
     specs = []
 
-    def stub(resolved, store, device, console, force):
+    def stub(resolved, store, *rest):
         specs.append(resolved.spec)
         return RunRecord(run_id=resolved.spec.run_id, spec=resolved.spec.to_dict(), hyperparameters={},
                          resources={}, metrics={"examples": 0}, timings={}, checkpoint="")
