@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from robench.data import load_advglue, texts_of
+from robench.data import ADVGLUE_FILE, load_advglue, texts_of
 from robench.errors import RobenchError
 from robench.metrics import textattack_metrics
 from robench.registries import ATTACKS
@@ -76,4 +76,5 @@ def _examples(task: Task, settings: Settings, source: Source):
 ATTACKS.register("advglue")(AttackRecipe(
     name="advglue", summary="Replay the AdvGLUE dev set (Wang et al., 2021); static adversarial evaluation",
     attack=_attack, params=AdvGlueParams, check=_check, summarize=_summarize, examples=_examples,
+    data_files=(ADVGLUE_FILE,),
 ))

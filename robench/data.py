@@ -69,6 +69,8 @@ def _map_label_names(ds, names: tuple[str, ...], path: Path, column: str = "labe
 
 # --- AdvGLUE -----------------------------------------------------------------------
 
+ADVGLUE_FILE = "advglue/dev.json"  # relative to the data dir
+
 def load_advglue(task: Task, data_dir: Path | None, source: Source):
     """The AdvGLUE dev split matching `task`, with the task's text fields and labels."""
     if task.advglue is None:
@@ -78,7 +80,7 @@ def load_advglue(task: Task, data_dir: Path | None, source: Source):
         config = "adv_" + task.advglue.replace("-", "_")
         ds = _hub("adv_glue", config, "validation")
     else:
-        path = _require(data_dir) / "advglue" / "dev.json"
+        path = _require(data_dir) / ADVGLUE_FILE
         ds = _read(path, "json", field=task.advglue)
     return validate(ds, task, f"AdvGLUE {task.advglue}")
 

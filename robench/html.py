@@ -21,6 +21,7 @@ from functools import cache
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 import jinja2
 import pandas as pd
@@ -36,6 +37,7 @@ from robench.leaderboard import (
     load_records,
 )
 from robench.results import RunRecord, atomic_write
+from robench.spec import slug
 
 ROW_KEYS = ["model", "model_label", "backbone", "train_size", "model_setting_id"]  # a table row: a model setting
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]  # Okabe-Ito
@@ -283,14 +285,23 @@ def _resources(recs: list[RunRecord]) -> Markup:
     return Markup(_templates().get_template("_resources.html.j2").render(summary=summary, items=items))
 
 
+def record_href(runs_dir: Path, run_id: Any, page_dir: Path) -> str | None:
+    """A relative, percent-encoded link from the page to `<runs_dir>/<run_id>.json`, or None when `run_id`
+    (a record field) is not a plain file name of an existing record: never `javascript:`, `//host` or `/path`."""
+    if not isinstance(run_id, str) or slug(run_id) != run_id or not (runs_dir / f"{run_id}.json").is_file():
+        return None
+    href = quote(Path(os.path.relpath(runs_dir / f"{run_id}.json", page_dir)).as_posix())  # ":" -> %3A
+    return None if urlsplit(href).scheme or href.startswith("/") else href
+
+
 def _links(runs: pd.DataFrame, variants: list[tuple[str, str]], names: dict[tuple[str, str], str],
            runs_dir: Path, page_dir: Path) -> Markup:
     """Per attack setting, a link to each seed's record, relative to the page."""
     groups = []
     for variant in variants:
         mine = runs[(runs["attack"] == variant[0]) & (runs["attack_label"] == variant[1])].sort_values("seed")
-        links = [(Path(os.path.relpath(runs_dir / (rid + ".json"), page_dir)).as_posix(), int(seed))
-                 for rid, seed in zip(mine["run_id"], mine["seed"])]
+        links = [(href, int(seed)) for rid, seed in zip(mine["run_id"], mine["seed"])
+                 if (href := record_href(runs_dir, rid, page_dir)) is not None]
         if links:
             groups.append((names[variant], links))
     return Markup(_templates().get_template("_links.html.j2").render(groups=groups))

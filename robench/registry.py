@@ -10,6 +10,8 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import logging
+import re
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Callable, Generic, TypeVar
@@ -17,6 +19,18 @@ from typing import Callable, Generic, TypeVar
 from robench.errors import RobenchError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+# Names end up in file names (run ids, records) and in markup: letters, digits and - _ : + . only,
+# starting with a letter or digit (so never "..", "/x" or "[b]").
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:+.-]*")
+
+
+def check_name(kind: str, name: str) -> str:
+    """`name` if it is a safe registry name, else a RobenchError."""
+    if not isinstance(name, str) or NAME.fullmatch(name) is None:
+        raise RobenchError(f"{kind} name {name!r} is not allowed: use letters, digits, '-', '_', ':', '+' and '.', "
+                           "starting with a letter or digit")
+    return name
 
 
 @dataclass
@@ -49,6 +63,8 @@ class Registry(Generic[T]):
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: `@MODELS.register("bert")`."""
 
+        check_name(self.kind[:-1], name)
+
         def decorator(obj: T) -> T:
             if name in self._entries and self._entries[name].obj is not obj:
                 raise RobenchError(f"{self.kind} entry {name!r} is registered twice")
@@ -63,6 +79,10 @@ class Registry(Generic[T]):
         self._discovered = True
         importlib.import_module(self._builtin_package)
         for ep in entry_points(group=self.group):
+            if NAME.fullmatch(ep.name) is None:
+                log.warning("ignoring the %s plugin %r: its name is not allowed (letters, digits, - _ : + . only)",
+                            self.kind[:-1], ep.name)
+                continue
             if ep.name not in self._entries:
                 dist = ep.dist.name if ep.dist is not None else "unknown distribution"
                 self._entries[ep.name] = Entry(ep.name, f"plugin {dist}", entry_point=ep)

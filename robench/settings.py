@@ -56,4 +56,19 @@ def resolve_settings(
             )
     cache = Path(cache_dir or os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "robench")
     results = Path(results_dir or os.environ.get(RESULTS_DIR_ENV) or "results")
-    return Settings(data, cache.expanduser().resolve(), results.expanduser().resolve())
+    cache, results = cache.expanduser().resolve(), results.expanduser().resolve()
+    _check_writable_dir(cache, f"cache directory (--cache-dir or {CACHE_DIR_ENV})")
+    _check_writable_dir(results, f"results directory (--results-dir or {RESULTS_DIR_ENV})")
+    return Settings(data, cache, results)
+
+
+def _check_writable_dir(path: Path, what: str) -> None:
+    """`path` is, or can be created as, a writable directory; checked before any work is done."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "" if existing == path else f" (its parent {existing} is a file)"
+        raise RobenchError(f"{what} {path} is not a directory{where}; point it at a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RobenchError(f"{what} {path} is not writable ({existing} does not allow writing)")

@@ -3,21 +3,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from robench.params import bounded, check_fields
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Fine-tuning hyperparameters shared by every defense."""
+    """Fine-tuning hyperparameters shared by every defense; an ill-typed, non-finite or out-of-range
+    value raises `robench.params.BadValue` (a ValueError) on construction."""
 
-    epochs: int = 3
-    lr: float = 5e-5
-    batch_size: int = 32
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_length: int = 128
-    max_grad_norm: float = 1.0
+    epochs: int = bounded(3, 1)
+    lr: float = bounded(5e-5, 0, low_open=True)
+    batch_size: int = bounded(32, 1)
+    warmup_ratio: float = bounded(0.1, 0, 1)
+    weight_decay: float = bounded(0.01, 0)
+    max_length: int = bounded(128, 8)  # tokens; at most the backbone's position limit (checked on resolve)
+    max_grad_norm: float = bounded(1.0, 0, low_open=True)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,9 @@ class RunSpec:
     train: TrainConfig = field(default_factory=TrainConfig)
     model_params: dict[str, Any] = field(default_factory=dict)
     attack_params: dict[str, Any] = field(default_factory=dict)
+    # content hash of the data the run reads; `robench.resolve.resolve_run` fills it in, so the run id
+    # changes when the data does (None: not resolved yet)
+    data_fingerprint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,8 +58,12 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        slug = f"{self.task}-{self.model}-{self.attack}-s{self.seed}".replace(":", "_").replace("+", "_")
-        return f"{slug}-{content_hash(self.to_dict())}"
+        return f"{slug(f'{self.task}-{self.model}-{self.attack}-s{self.seed}')}-{content_hash(self.to_dict())}"
+
+
+def slug(text: str) -> str:
+    """`text` made safe as a file name: letters, digits, `-`, `_`, `.`; never starting with a dot."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text).lstrip(".") or "_"
 
 
 def content_hash(obj: Any, length: int = 12) -> str:

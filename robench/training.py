@@ -1,10 +1,20 @@
 """Fine-tuning with dynamic padding, AdamW + linear warmup, per-epoch eval, and a
-content-addressed checkpoint cache (safetensors)."""
+content-addressed checkpoint cache (safetensors).
+
+A checkpoint is keyed by everything that determines its weights, the data fingerprint included.
+It is written into `<key>.tmp-<host>-<pid>` and renamed into place; `training.json` records the
+size and SHA-256 of the weights, verified on reuse (once per process and file version). A damaged
+checkpoint is removed, with a warning, and retrained; the temp directories of dead processes are
+removed. A per-checkpoint lock makes a second identical process wait, then reuse. A loss or
+gradient norm that turns NaN or infinite stops training with an error, and nothing is saved."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import shutil
+import socket
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,6 +26,9 @@ from rich.console import Console
 from robench.backbones import load_tokenizer
 from robench.data import load_split, subset, texts_of
 from robench.device import autocast
+from robench.errors import RobenchError
+from robench.fingerprint import file_sha256
+from robench.locks import file_lock
 from robench.progress import progress_bar
 from robench.resolve import ResolvedRun
 from robench.spec import RunSpec, TrainConfig, content_hash
@@ -24,6 +37,9 @@ from robench.victim import Victim, accuracy
 
 TRAINING_FORMAT = 2  # bump when a change to training would change the weights it produces
 RECORD = "training.json"
+WEIGHTS = "model.safetensors"
+REQUIRED = ("config.json", WEIGHTS, "tokenizer_config.json")  # files a reusable checkpoint must have
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,18 +55,25 @@ def checkpoint_key(run: ResolvedRun) -> str:
     return content_hash({
         "format": TRAINING_FORMAT, "task": spec.task, "model": spec.model, "backbone": run.backbone.fingerprint,
         "seed": spec.seed, "train_size": spec.train_size, "data_source": spec.data_source,
-        "train": asdict(spec.train), "model_params": run.model_params,
+        "train": asdict(spec.train), "model_params": run.model_params, "data": run.train_data,
     }, length=16)
 
 
 def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = None) -> TrainedModel:
-    """Fine-tune `run`'s model on its task, or reuse the cached checkpoint of an identical run."""
+    """Fine-tune `run`'s model on its task, or reuse the verified cached checkpoint of an identical run."""
+    checkpoints = run.settings.checkpoints_dir
+    target = checkpoints / checkpoint_key(run)
+    _remove_orphans(checkpoints)
+    with file_lock(target.with_name(f"{target.name}.lock"), f"waiting for another process training {target.name}"):
+        cached = _verified(target)
+        if cached is not None:
+            return TrainedModel(target, True, cached)
+        return _train(run, target, device, console)
+
+
+def _train(run: ResolvedRun, target: Path, device: torch.device, console: Console | None) -> TrainedModel:
     spec, settings, task, defense, params, backbone = (run.spec, run.settings, run.task, run.defense,
                                                        run.model_params, run.backbone)
-    target = settings.checkpoints_dir / checkpoint_key(run)
-    if is_cached(target):
-        return TrainedModel(target, True, json.loads((target / RECORD).read_text()))
-
     train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
     dev = load_split(task, "eval", settings.data_dir, spec.data_source)
     tokenizer = load_tokenizer(backbone.location)
@@ -67,13 +90,12 @@ def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = 
         "train_examples_per_second": len(train) * spec.train.epochs / seconds if seconds else None,
         "dev_accuracy": history[-1]["dev_accuracy"], "device": str(device),
     }
-    _save_atomically(model, tokenizer, record, target)
-    return TrainedModel(target, False, record)
+    return TrainedModel(target, False, _save_atomically(model, tokenizer, record, target))
 
 
 def is_cached(checkpoint: Path) -> bool:
-    """Whether a finished checkpoint exists at `checkpoint`."""
-    return (checkpoint / RECORD).is_file()
+    """Whether a finished checkpoint that verifies (files, weights size and checksum) exists at `checkpoint`."""
+    return checkpoint.exists() and _problem(checkpoint) is None
 
 
 def encode(tokenizer, task: Task, ds, max_length: int) -> list[dict[str, Any]]:
@@ -89,7 +111,8 @@ def train_step(objective: Objective, optimizer: torch.optim.Optimizer, scheduler
     post-step hook. Returns the detached loss."""
     with autocast(device):
         loss = objective.step(batch)
-    torch.nn.utils.clip_grad_norm_(objective.model.parameters(), max_grad_norm)
+    grad_norm = torch.nn.utils.clip_grad_norm_(objective.model.parameters(), max_grad_norm)
+    _require_finite(float(loss), float(grad_norm), optimizer.param_groups[0]["lr"])
     optimizer.step()
     if scheduler is not None:
         scheduler.step()
@@ -143,13 +166,86 @@ def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objecti
     return history, train_seconds
 
 
-def _save_atomically(model, tokenizer, record: dict[str, Any], target: Path) -> None:
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+def _require_finite(loss: float, grad_norm: float, lr: float) -> None:
+    """Stop before a NaN or infinite loss or gradient reaches the weights (nothing is saved)."""
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        return
+    what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
+    raise RobenchError(f"training diverged: {what} (learning rate at this step {lr:g}); no checkpoint was saved; "
+                       "lower --lr or check the model's hyperparameters")
+
+
+def _save_atomically(model, tokenizer, record: dict[str, Any], target: Path) -> dict[str, Any]:
+    """Write into a temp directory beside `target`, record the weights' checksum, rename into place.
+    The caller holds the checkpoint's lock and has removed any damaged `target`."""
+    tmp = target.with_name(f"{target.name}{_tmp_suffix(socket.gethostname(), os.getpid())}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    (tmp / RECORD).write_text(json.dumps(record, indent=2, default=str))
     try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        weights = tmp / WEIGHTS
+        record = {**record, "weights": {"file": WEIGHTS, "bytes": weights.stat().st_size,
+                                        "sha256": file_sha256(weights)}}
+        (tmp / RECORD).write_text(json.dumps(record, indent=2, default=str))
         os.replace(tmp, target)
-    except OSError:  # another process finished the same checkpoint first
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return record
+
+
+def _verified(target: Path) -> dict[str, Any] | None:
+    """The training record of the checkpoint at `target` if its files verify; a damaged one is removed."""
+    if not target.exists():
+        return None
+    problem = _problem(target)
+    if problem is None:
+        return json.loads((target / RECORD).read_text(encoding="utf-8"))
+    log.warning("cached checkpoint %s is damaged (%s); removing it and training again", target, problem)
+    shutil.rmtree(target, ignore_errors=True)
+    if target.exists():
+        target.unlink()  # a file where the directory should be
+    return None
+
+
+def _problem(target: Path) -> str | None:
+    if not target.is_dir():
+        return "not a directory"
+    missing = [f for f in (RECORD, *REQUIRED) if not (target / f).is_file()]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    try:
+        weights = json.loads((target / RECORD).read_text(encoding="utf-8"))["weights"]
+        size, checksum = weights["bytes"], weights["sha256"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        return f"{RECORD} is unreadable or has no weights checksum ({type(exc).__name__})"
+    path = target / WEIGHTS
+    if path.stat().st_size != size:
+        return f"{WEIGHTS} has {path.stat().st_size} bytes, {RECORD} says {size}"
+    if file_sha256(path) != checksum:
+        return f"{WEIGHTS} does not match its checksum"
+    return None
+
+
+def _tmp_suffix(host: str, pid: int) -> str:
+    return f".tmp-{host}-{pid}"
+
+
+def _remove_orphans(checkpoints: Path) -> None:
+    """Remove `*.tmp-<host>-<pid>` (and older `*.tmp-<pid>`) directories of dead processes on this host."""
+    here = socket.gethostname()
+    for tmp in checkpoints.glob("*.tmp-*"):
+        host, _, pid = tmp.name.rpartition(".tmp-")[2].rpartition("-")
+        if host in ("", here) and pid.isdigit() and not _alive(int(pid)):
+            log.info("removing %s, left by a process that no longer runs", tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True

@@ -42,6 +42,7 @@ class Task:
     hub: Callable[[Split], "object"]  # split -> Dataset
     advglue: str | None = None  # key of the AdvGLUE dev split for this task
     note: str = ""  # how the offline data differs from the canonical task, if it does
+    data_files: tuple[str, ...] = ()  # data-dir files `local` reads (fingerprinted); empty: hash the rows
 
     @property
     def num_labels(self) -> int:
@@ -136,6 +137,7 @@ class AttackRecipe:
     `summarize(results, ctx)` turns results into metrics (TextAttack's by default).
     `examples(task, settings, source)` loads the split the recipe attacks (default: the task's eval
     split); the runner subsets it with the spec's `eval_size` and `eval_seed` and passes it as `ctx.eval_data`.
+    `data_files` are the data-dir files the recipe reads itself (part of the run's data fingerprint).
     """
 
     name: str
@@ -146,3 +148,4 @@ class AttackRecipe:
     summarize: Callable[[list[ExampleResult], AttackContext], dict[str, Any]] | None = None
     queries_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example
     examples: Callable[[Task, Settings, Source], Any] | None = None
+    data_files: tuple[str, ...] = ()

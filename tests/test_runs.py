@@ -82,7 +82,7 @@ def test_pair_separator_is_not_a_word(settings, tiny_backbone):
 def test_interrupted_attack_resumes_with_same_numbers(settings, tiny_backbone):
     spec = tiny_spec(tiny_backbone)
     full = robench.run(spec, settings, device="cpu")
-    store = RunStore(settings.runs_dir, spec.run_id)
+    store = RunStore(settings.runs_dir, full.run_id)  # the run id covers the spec and its data fingerprint
     rows = list(csv.DictReader(open(store.csv_path)))
     store.record_path.unlink()
     store.csv_path.unlink()

@@ -17,7 +17,9 @@ import torch
 from conftest import REPO, tiny_spec
 
 import robench
+from robench.data import load_split, subset
 from robench.errors import RobenchError
+from robench.resolve import resolve_run
 from robench.results import RunStore
 from robench.settings import resolve_settings
 from robench.types import ExampleResult
@@ -314,13 +316,15 @@ def _rows(settings, record):
 def test_deepwordbug_end_to_end_with_budget_and_resume(settings, tiny_backbone):
     """A cheap recipe (no model resources) through the runner: records, budget, and resume from ctx.done."""
     spec = tiny_spec(tiny_backbone, attack="textattack:deepwordbug", eval_size=6, attack_params={"query_budget": 5})
-    planted = ExampleResult(index=0, label=1, original_text="x", perturbed_text="x", original_prediction=1,
-                            perturbed_prediction=1, status="failed", queries=3, num_words=1, error="")
-    store = RunStore(settings.runs_dir, spec.run_id)
+    resolved = resolve_run(spec, settings)
+    first = subset(load_split(resolved.task, "eval", settings.data_dir, "local"), 6, 0)[0]
+    planted = ExampleResult(index=0, label=first["label"], original_text=first["sentence"], perturbed_text="x",
+                            original_prediction=1, perturbed_prediction=1, status="failed", queries=3, num_words=1)
+    store = RunStore(settings.runs_dir, resolved.spec.run_id)
     store.append(planted)  # as if an interrupted attempt had finished example 0
     record = robench.run(spec, settings, device="cpu")
     rows = _rows(settings, record)
-    assert len(rows) == 6 and rows[0]["original_text"] == "x"  # example 0 was not attacked again
+    assert len(rows) == 6 and rows[0]["perturbed_text"] == "x"  # example 0 was not attacked again
     assert {r["status"] for r in rows} <= {"skipped", "failed", "successful"}
     assert all(int(r["queries"]) <= 5 for r in rows)  # TextAttack stopped at the per-example budget
     assert record.metrics["examples"] == 6 and record.metrics["errors"] == 0

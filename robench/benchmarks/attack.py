@@ -113,7 +113,7 @@ def attack(spec, settings, device: str, console: Console | None) -> Side:
     cpu = time.process_time()
     record = run(spec, settings, device=device, console=console, force=True)
     cpu = time.process_time() - cpu
-    text = RunStore(settings.runs_dir, spec.run_id).csv_path.read_text(encoding="utf-8")
+    text = RunStore(settings.runs_dir, record.run_id).csv_path.read_text(encoding="utf-8")
     return Side(record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))}, cpu)
 
 

@@ -62,7 +62,7 @@ def settings_from_args(args):
 
 def specs_from_args(args, settings):
     """One RunSpec per --seed."""
-    from robench.params import parse_assignments
+    from robench.params import BadValue, parse_assignments
     from robench.presets import get_preset
     from robench.registries import ATTACKS
     from robench.spec import RunSpec, TrainConfig
@@ -75,11 +75,10 @@ def specs_from_args(args, settings):
                               preset.batch_size if args.batch_size is None else args.batch_size)
     train_size = preset.train_size if args.train_size is None else args.train_size
     eval_size = preset.eval_size(search_attack) if args.eval_size is None else args.eval_size
-    train = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=args.max_length)
-    sizes = (("--epochs", epochs), ("--batch-size", batch_size), ("--max-length", args.max_length))
-    for name, value in sizes:
-        if value <= 0:
-            raise RobenchError(f"{name} must be positive, got {value}")
+    try:
+        train = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=args.max_length)
+    except BadValue as exc:
+        raise RobenchError(f"--{exc.name.replace('_', '-')} must be {exc.requirement}, got {exc.value!r}") from exc
     for seed in args.seed:
         yield RunSpec(task=args.task, model=args.model, attack=attack,
                       backbone=args.backbone, seed=seed, train_size=train_size, eval_size=eval_size,

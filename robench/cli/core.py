@@ -1,6 +1,8 @@
 """`robench run`, `train`, `list` and `leaderboard`."""
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.table import Table
 
@@ -59,7 +61,7 @@ def print_plan(spec, settings, device: str, attack: bool) -> None:
     from robench.runner import plan
 
     p = plan(spec, settings, device, attack=attack)
-    print(json.dumps({"run_id": spec.run_id, "spec": spec.to_dict()}, indent=2))
+    print(json.dumps({"run_id": p.spec.run_id, "spec": p.spec.to_dict()}, indent=2))
     print(f"checkpoint: {p.checkpoint} ({'cached' if p.checkpoint_cached else 'to train'})")
     if p.record is not None:
         print(f"record: {p.record} ({'finished' if p.record_finished else 'to run'})")
@@ -116,6 +118,8 @@ def cmd_leaderboard(args) -> None:
     from robench.leaderboard import load_records, write_leaderboard
 
     settings = settings_from_args(args)
+    if args.html:
+        _check_page_path(args.html)
     table, csv_path, md_path = write_leaderboard(settings.results_dir, analysis=args.with_analysis,
                                                  baseline=args.baseline)
     print(md_path.read_text())
@@ -126,3 +130,19 @@ def cmd_leaderboard(args) -> None:
         from robench.html import write_html
 
         print(f"wrote {write_html(settings.results_dir, args.html, baseline=args.baseline)}")
+
+
+def _check_page_path(page: str) -> None:
+    """--html names a file whose folder exists or can be made (checked before anything is written)."""
+    from pathlib import Path
+
+    from robench.errors import RobenchError
+
+    path = Path(page).expanduser()
+    if page.endswith(("/", os.sep)) or path.is_dir():
+        raise RobenchError(f"--html {page} is a directory; name the page file, e.g. {path / 'leaderboard.html'}")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise RobenchError(f"--html {page}: {parent} is a file, not a directory")

@@ -10,6 +10,7 @@ from robench.errors import RobenchError
 from robench.grid import expand, grid, load_config, plan
 from robench.grid.board import Board
 from robench.grid.executors import JobResources
+from robench.params import make_params
 
 
 def add_parser(subparsers) -> None:
@@ -49,12 +50,13 @@ def cmd_grid(args) -> None:
     cfg = load_config(args.config)
     if args.data_source:
         cfg = dataclasses.replace(cfg, data_source=args.data_source)
+    if args.max_retries < 0:
+        raise RobenchError(f"--max-retries must be >= 0, got {args.max_retries}")
     if args.cpus_per_job is not None or args.gpus_per_job is not None:
-        try:
-            resources = JobResources(cfg.resources.cpus if args.cpus_per_job is None else args.cpus_per_job,
-                                     cfg.resources.gpus if args.gpus_per_job is None else args.gpus_per_job)
-        except ValueError as exc:
-            raise RobenchError(str(exc)) from exc
+        resources = make_params(JobResources, {
+            "cpus": cfg.resources.cpus if args.cpus_per_job is None else args.cpus_per_job,
+            "gpus": cfg.resources.gpus if args.gpus_per_job is None else args.gpus_per_job,
+        }, "--cpus-per-job / --gpus-per-job")
         cfg = dataclasses.replace(cfg, resources=resources)
     cells, trains = plan(expand(cfg), settings)
     if args.dry_run:

@@ -51,6 +51,8 @@ def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
             raise RobenchError(f"grid config {path} not found")
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise RobenchError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         except tomllib.TOMLDecodeError as exc:
             raise RobenchError(f"{path}: invalid TOML: {exc}") from exc
         where, default_name = str(path), path.stem

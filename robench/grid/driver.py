@@ -103,7 +103,8 @@ def plan(specs: list[RunSpec], settings: Settings) -> tuple[list[GridCell], list
 
     cells, trains = [], {}
     for spec in specs:
-        key = checkpoint_key(resolve_run(spec, settings))
+        resolved = resolve_run(spec, settings)
+        spec, key = resolved.spec, checkpoint_key(resolved)  # the spec with its data fingerprint (run id)
         cell = GridCell(spec, key)
         cells.append(cell)
         if RunStore(settings.runs_dir, spec.run_id).finished() is not None:

@@ -1,0 +1,554 @@
+"""Fault injection: bad input, damaged caches and partial files, interruptions, concurrent runs.
+
+Each case of docs/reliability.md: bad input exits 2 with one `robench: error:` line before any work;
+a damaged cache or partial file gives a warning and a correct final result; an interrupted run ends
+with the same metrics and rows as an uninterrupted one. Tiny random BERT, seconds per case.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import tiny_spec
+
+import robench
+from robench.cli import main
+from robench.errors import RobenchError
+from robench.fingerprint import CACHE_FILE, files_fingerprint
+from robench.registry import Registry
+from robench.resolve import resolve_run
+from robench.results import RunStore
+from robench.spec import RunSpec, TrainConfig
+from robench.training import RECORD, WEIGHTS, checkpoint_key
+from robench.types import ExampleResult
+
+
+def _cli(capsys, *argv) -> tuple[int, list[str]]:
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def _one_error(capsys, *argv) -> str:
+    """Run the CLI; assert exit 2 and exactly one `robench: error:` line; return it."""
+    code, lines = _cli(capsys, *argv)
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("robench: error: "), lines
+    return lines[0]
+
+
+@pytest.fixture
+def base(settings, tiny_backbone):
+    return ["--backbone", str(tiny_backbone), "--data-dir", str(settings.data_dir), "--cache-dir",
+            str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--epochs", "1",
+            "--batch-size", "16", "--max-length", "32", "--quiet"]
+
+
+def _copy_data(src: Path, dst: Path) -> Path:
+    """A data dir with real copies of the SST-2 and AdvGLUE files (edited by the test) and links to the rest."""
+    dst.mkdir()
+    for part in src.iterdir():
+        if part.name in ("sst2", "advglue"):
+            shutil.copytree(part, dst / part.name)
+        else:
+            (dst / part.name).symlink_to(part.resolve())
+    return dst
+
+
+def _rows(store: RunStore) -> list[dict]:
+    return list(csv.DictReader(open(store.csv_path, encoding="utf-8")))
+
+
+def _nothing_trained(settings) -> bool:
+    return not list(settings.checkpoints_dir.glob("*/model.safetensors")) if settings.checkpoints_dir.exists() \
+        else True
+
+
+# --- 1. data fingerprints ---------------------------------------------------------------
+
+def test_modified_data_gets_its_own_checkpoint_run_id_and_fingerprint(settings, tiny_backbone, tmp_path):
+    spec = tiny_spec(tiny_backbone)
+    original = robench.run(spec, settings, device="cpu")
+    changed_dir = _copy_data(settings.data_dir, tmp_path / "changed")
+    train = changed_dir / "sst2" / "train.tsv"
+    lines = train.read_text(encoding="utf-8").splitlines(keepends=True)
+    train.write_text("".join(lines[:1] + lines[1:][::-1]), encoding="utf-8")  # same rows, another order
+    changed = robench.run(spec, robench.settings.resolve_settings(changed_dir, settings.cache_dir,
+                                                                  settings.results_dir), device="cpu")
+    assert changed.run_id != original.run_id and changed.checkpoint != original.checkpoint
+    assert changed.timings["train_cached"] is False
+    fingerprints = {r.resources["data"]["fingerprint"] for r in (original, changed)}
+    assert len(fingerprints) == 2 and None not in fingerprints
+    assert changed.spec["data_fingerprint"] == changed.resources["data"]["fingerprint"]
+    assert RunSpec.from_dict(changed.spec).run_id == changed.run_id  # a record's spec names its own run id
+    again = robench.run(spec, settings, device="cpu")  # the original data: its own finished record
+    assert again.run_id == original.run_id and again.created == original.created
+
+
+def test_advglue_file_is_part_of_the_run_id_but_not_the_checkpoint(settings, tiny_backbone, tmp_path):
+    spec = tiny_spec(tiny_backbone)
+    before = resolve_run(spec, settings)
+    changed_dir = _copy_data(settings.data_dir, tmp_path / "changed")
+    adv = json.loads((changed_dir / "advglue" / "dev.json").read_text())
+    adv["sst2"] = adv["sst2"][:-1]
+    (changed_dir / "advglue" / "dev.json").write_text(json.dumps(adv))
+    after = resolve_run(spec, robench.settings.resolve_settings(changed_dir, settings.cache_dir,
+                                                                settings.results_dir))
+    assert after.spec.run_id != before.spec.run_id
+    assert checkpoint_key(after) == checkpoint_key(before)
+
+
+def test_empty_data_dir_fails_instead_of_returning_the_old_record(capsys, base, settings, tiny_backbone, tmp_path):
+    assert main(["run", *base]) == 0
+    capsys.readouterr()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    base[base.index("--data-dir") + 1] = str(empty)
+    assert "missing data file" in _one_error(capsys, "run", *base)
+
+
+def test_fingerprint_cache_is_keyed_by_size_and_mtime_and_survives_damage(tmp_path, caplog):
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    (data / "t").mkdir(parents=True)
+    (data / "t" / "a.tsv").write_text("x\n")
+    first = files_fingerprint(data, ["t/a.tsv"], cache)
+    (cache / CACHE_FILE).write_bytes(b"\xff\x00 not json")
+    with caplog.at_level(logging.WARNING, "robench"):
+        assert files_fingerprint(data, ["t/a.tsv"], cache) == first
+    assert "damaged fingerprint cache" in caplog.text
+    assert json.loads((cache / CACHE_FILE).read_text())  # rewritten
+    os.utime(data / "t" / "a.tsv", ns=(1, 1))  # touched, same content: same fingerprint
+    assert files_fingerprint(data, ["t/a.tsv"], cache) == first
+    (data / "t" / "a.tsv").write_text("y\n")
+    assert files_fingerprint(data, ["t/a.tsv"], cache) != first
+    with pytest.raises(RobenchError, match="missing data file"):
+        files_fingerprint(data, ["t/b.tsv"], cache)
+
+
+# --- 2. non-finite and out-of-range hyperparameters ----------------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (["--lr", "inf"], "--lr must be finite"),
+    (["--lr", "nan"], "--lr must be finite"),
+    (["--lr", "-1"], "--lr must be positive"),
+    (["--lr", "0"], "--lr must be positive"),
+    (["--model", "freelb", "--param", "adv_lr=NaN"], "adv_lr must be finite"),
+    (["--model", "freelb", "--param", "adv_lr=inf"], "adv_lr must be finite"),
+    (["--model", "freelb", "--param", "adv_steps=2.5"], "adv_steps must be an integer"),
+    (["--model", "smart", "--param", "smart_lambda=-Infinity"], "smart_lambda must be finite"),
+    (["--model", "imbert", "--param", "im_gamma=nan"], "im_gamma must be finite"),
+    (["--attack", "textfooler", "--attack-param", "similarity_threshold=nan"], "similarity_threshold must be finite"),
+    (["--seed", "-1"], "--seed must be an integer from 0"),
+    (["--seed", "99999999999"], "--seed must be an integer from 0"),
+    (["--eval-size", "0"], "--eval-size must be a positive integer"),
+    (["--train-size", "-3"], "--train-size must be a positive integer"),
+    (["--max-length", "4096"], "exceeds the 128 positions"),
+    (["--model", "[/x]"], "unknown model '[/x]'"),  # rich markup in user text is printed as is
+])
+def test_bad_values_fail_before_any_work(capsys, base, settings, args, message):
+    assert message in _one_error(capsys, "run", *base, *args)
+    assert _nothing_trained(settings)
+
+
+def test_every_registered_default_passes_the_checks():
+    from robench.params import check_fields
+    from robench.registries import ATTACKS, MODELS
+
+    for name in MODELS.names():
+        check_fields(MODELS.get(name).params())
+    for name in ATTACKS.names():
+        if not name.startswith("textattack:"):
+            check_fields(ATTACKS.get(name).params())
+    check_fields(TrainConfig())
+
+
+def test_train_config_validates_itself():
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        TrainConfig(batch_size=-4)
+    with pytest.raises(ValueError, match="warmup_ratio must be between 0 and 1"):
+        TrainConfig(warmup_ratio=1.5)
+    with pytest.raises(ValueError, match="epochs must be an integer"):
+        TrainConfig(epochs=1.5)
+
+
+def test_nan_loss_stops_training_and_saves_nothing(settings, tiny_backbone, monkeypatch):
+    from robench.types import Objective
+
+    calls = []
+
+    def diverging(self, batch):
+        calls.append(1)
+        loss = self.model(**batch).loss * (float("nan") if len(calls) == 2 else 1.0)
+        loss.backward()
+        return loss.detach()
+
+    monkeypatch.setattr(Objective, "step", diverging)
+    with pytest.raises(RobenchError, match="training diverged: loss nan .*no checkpoint was saved"):
+        robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
+    assert _nothing_trained(settings) and not list(settings.checkpoints_dir.glob("*.tmp-*"))
+
+
+# --- 3. partial files ------------------------------------------------------------------------
+
+def _interrupted_partial(store: RunStore, rows: list[dict], extra: str = "") -> None:
+    from dataclasses import fields
+
+    with open(store.partial_path, "w", encoding="utf-8") as fh:
+        for row in rows[:10]:
+            fh.write(json.dumps({f.name: int(row[f.name]) if f.type == "int" else row[f.name]
+                                 for f in fields(ExampleResult)}) + "\n")
+        fh.write(extra)
+
+
+@pytest.mark.parametrize("extra", [
+    '{"index": 999, "label": 1, "original_text": "", "perturbed_text": "x", "original_prediction": -1, '
+    '"perturbed_prediction": 1, "status": "failed"}\n',
+    '{"index": 11, "label": 1, "original_text": "", "perturbed_text": "x", "original_prediction": -1, '
+    '"perturbed_prediction": 1, "status": "bogus"}\n',
+    '{"index": 11, "label": 1, "original_text": "", "perturbed_text": "not the data", "original_prediction": -1, '
+    '"perturbed_prediction": 1, "status": "failed"}\n',
+    '{"index": 0, "label": 0, "original_text": "", "perturbed_text": "x", "original_prediction": -1, '
+    '"perturbed_prediction": 1, "status": "failed"}\n',  # index 0 twice
+    "\x00\xff garbage\n",
+    "not json\n",
+])
+def test_a_partial_file_that_does_not_belong_is_discarded(settings, tiny_backbone, caplog, extra):
+    spec = tiny_spec(tiny_backbone)
+    full = robench.run(spec, settings, device="cpu")
+    store = RunStore(settings.runs_dir, full.run_id)
+    rows = _rows(store)
+    store.record_path.unlink()
+    _interrupted_partial(store, rows, extra)
+    with caplog.at_level(logging.WARNING, "robench"):
+        resumed = robench.run(spec, settings, device="cpu")
+    assert "discarding" in caplog.text and "the attack starts over" in caplog.text
+    assert resumed.metrics == full.metrics and _rows(store) == rows
+    assert resumed.metrics["examples"] == 24 and resumed.timings["resumed_examples"] == 0
+
+
+def test_a_binary_partial_file_is_discarded(settings, tiny_backbone, caplog):
+    spec = tiny_spec(tiny_backbone)
+    full = robench.run(spec, settings, device="cpu")
+    store = RunStore(settings.runs_dir, full.run_id)
+    rows = _rows(store)
+    store.record_path.unlink()
+    store.partial_path.write_bytes(bytes(range(256)) * 4)
+    with caplog.at_level(logging.WARNING, "robench"):
+        resumed = robench.run(spec, settings, device="cpu")
+    assert "not UTF-8" in caplog.text and resumed.metrics == full.metrics and _rows(store) == rows
+
+
+def test_a_half_written_last_line_is_cut_so_the_next_result_is_kept(tmp_path):
+    store = RunStore(tmp_path, "run")
+    results = [ExampleResult(i, 1, f"t{i}", f"t{i}", 1, 1, "failed") for i in range(3)]
+    store.append(results[0])
+    with open(store.partial_path, "a", encoding="utf-8") as fh:
+        fh.write('{"index": 1, "lab')  # killed mid-write
+    assert list(store.load_partial()) == [0]
+    store.append(results[1])
+    store.append(results[2])
+    assert list(store.load_partial()) == [0, 1, 2]
+
+
+# --- 4. damaged checkpoints -----------------------------------------------------------------
+
+def _damage_truncate(ckpt: Path) -> None:
+    weights = ckpt / WEIGHTS
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
+def _damage_flip(ckpt: Path) -> None:  # same size, other bytes: only the checksum can tell
+    data = bytearray((ckpt / WEIGHTS).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (ckpt / WEIGHTS).write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [
+    _damage_truncate, _damage_flip,
+    lambda ckpt: (ckpt / "config.json").unlink(),
+    lambda ckpt: (ckpt / RECORD).unlink(),
+    lambda ckpt: (ckpt / RECORD).write_text("{"),
+], ids=["truncated-weights", "flipped-byte", "no-config", "no-training-json", "bad-training-json"])
+def test_a_damaged_checkpoint_is_retrained(settings, tiny_backbone, caplog, damage):
+    spec = tiny_spec(tiny_backbone)
+    first = robench.train(spec, settings, device="cpu")
+    damage(first.checkpoint)
+    with caplog.at_level(logging.WARNING, "robench"):
+        again = robench.train(spec, settings, device="cpu")
+    assert "is damaged" in caplog.text and not again.cached and again.checkpoint == first.checkpoint
+    assert again.record["dev_accuracy"] == first.record["dev_accuracy"]  # same seed, same weights
+    assert robench.train(spec, settings, device="cpu").cached  # and now it verifies
+    assert robench.run(spec, settings, device="cpu").metrics["examples"] == 24
+
+
+def test_orphan_temp_dirs_of_dead_processes_are_removed(settings, tiny_backbone):
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    settings.checkpoints_dir.mkdir(parents=True)
+    orphan = settings.checkpoints_dir / f"abc.tmp-{socket.gethostname()}-{dead.pid}"
+    legacy = settings.checkpoints_dir / f"def.tmp-{dead.pid}"
+    alive = settings.checkpoints_dir / f"ghi.tmp-{socket.gethostname()}-{os.getpid()}"
+    other_host = settings.checkpoints_dir / f"jkl.tmp-elsewhere-{dead.pid}"
+    for d in (orphan, legacy, alive, other_host):
+        d.mkdir()
+    robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
+    assert not orphan.exists() and not legacy.exists() and alive.exists() and other_host.exists()
+
+
+def test_checkpoint_records_the_weights_checksum(settings, tiny_backbone):
+    from robench.fingerprint import file_sha256
+
+    trained = robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
+    weights = json.loads((trained.checkpoint / RECORD).read_text())["weights"]
+    assert weights["sha256"] == file_sha256(trained.checkpoint / WEIGHTS)
+    assert weights["bytes"] == (trained.checkpoint / WEIGHTS).stat().st_size
+
+
+# --- 5. names ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", ".hidden", "[b]x", "", "x y"])
+def test_unsafe_registry_names_are_refused(name):
+    with pytest.raises(RobenchError, match="is not allowed"):
+        Registry("models", "robench.models").register(name)
+
+
+def test_unsafe_plugin_entry_points_are_skipped(monkeypatch, caplog):
+    from importlib.metadata import EntryPoint
+
+    import robench.registry as registry
+
+    bad = EntryPoint("../../x", "robench_example_defense:EXAMPLE", "robench.models")
+    monkeypatch.setattr(registry, "entry_points", lambda group: [bad])
+    reg = Registry("models", "robench.models")
+    with caplog.at_level(logging.WARNING, "robench"):
+        names = reg.names()
+    assert "../../x" not in names and "not allowed" in caplog.text
+
+
+def test_run_ids_are_safe_file_names():
+    run_id = RunSpec(task="../../x", model="a/b", attack="[c]").run_id
+    assert "/" not in run_id and not run_id.startswith(".") and "[" not in run_id
+
+
+# --- 6. bad input: one clear line, exit 2 ----------------------------------------------------
+
+def test_backbone_directory_without_weights_or_tokenizer(capsys, base, tiny_backbone, tmp_path):
+    only_config = tmp_path / "only-config"
+    only_config.mkdir()
+    shutil.copy(tiny_backbone / "config.json", only_config)
+    base[base.index("--backbone") + 1] = str(only_config)
+    assert "has no weights" in _one_error(capsys, "run", *base)
+    no_tokenizer = tmp_path / "no-tokenizer"
+    no_tokenizer.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_backbone / name, no_tokenizer)
+    base[base.index("--backbone") + 1] = str(no_tokenizer)
+    assert "has no tokenizer" in _one_error(capsys, "run", *base)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00binary", b'{"metrics": null}',
+                                     b"[1, 2]", b"{not json"], ids=["binary", "null-metrics", "list", "broken"])
+def test_a_malformed_record_is_a_clear_error_in_run_and_leaderboard(capsys, base, settings, content):
+    assert main(["run", *base]) == 0
+    capsys.readouterr()
+    [path] = settings.runs_dir.glob("*.json")
+    if content == b'{"metrics": null}':
+        saved = json.loads(path.read_text())
+        saved["metrics"] = None
+        content = json.dumps(saved).encode()
+    path.write_bytes(content)
+    assert "is malformed" in _one_error(capsys, "run", *base)
+    assert "is malformed" in _one_error(capsys, "leaderboard", "--results-dir", settings.results_dir)
+
+
+@pytest.mark.parametrize("flag", ["--results-dir", "--cache-dir"])
+def test_results_or_cache_dir_that_is_a_file(capsys, base, settings, tmp_path, flag):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    base[base.index(flag) + 1] = str(a_file)
+    assert "is not a directory" in _one_error(capsys, "run", *base)
+    base[base.index(flag) + 1] = str(a_file / "below")
+    assert "is a file" in _one_error(capsys, "run", *base)
+    assert _nothing_trained(settings)
+
+
+def test_leaderboard_html_to_a_directory(capsys, settings, tiny_backbone, tmp_path):
+    robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    line = _one_error(capsys, "leaderboard", "--results-dir", settings.results_dir, "--html", f"{tmp_path}/")
+    assert "is a directory" in line
+    assert not (settings.results_dir / "leaderboard.csv").exists()  # checked before anything is written
+
+
+def test_markup_in_error_text_is_printed_verbatim(capsys, base):
+    line = _one_error(capsys, "run", *base, "--param", "[bold]x=1")
+    assert "[bold]x" in line
+
+
+# --- 9. file modes -----------------------------------------------------------------------------
+
+def test_records_honour_the_umask(settings, tiny_backbone):
+    old = os.umask(0o022)
+    try:
+        record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+        from robench.leaderboard import write_leaderboard
+
+        _, csv_path, md_path = write_leaderboard(settings.results_dir)
+    finally:
+        os.umask(old)
+    for path in (settings.runs_dir / f"{record.run_id}.json", settings.runs_dir / f"{record.run_id}.csv",
+                 csv_path, md_path):
+        assert path.stat().st_mode & 0o777 == 0o644, path
+
+
+# --- 10. concurrent identical runs ---------------------------------------------------------------
+
+def test_two_identical_runs_at_once_train_and_attack_once(settings, tiny_backbone):
+    spec, records, errors = tiny_spec(tiny_backbone), [], []
+
+    def go():
+        try:
+            records.append(robench.run(spec, settings, device="cpu"))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(records) == 2
+    assert records[0].created == records[1].created and records[0].run_id == records[1].run_id
+    assert len(list(settings.checkpoints_dir.glob("*/model.safetensors"))) == 1
+
+
+def test_two_identical_trainings_at_once_train_once(settings, tiny_backbone):
+    spec, trained = tiny_spec(tiny_backbone), []
+    threads = [threading.Thread(target=lambda: trained.append(robench.train(spec, settings, device="cpu")))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(t.cached for t in trained) == [False, True]
+
+
+# --- 11. interruptions -----------------------------------------------------------------------
+
+def test_ctrl_c_says_what_is_kept(capsys, base, monkeypatch):
+    import robench.runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(robench.runner, "run", interrupted)
+    code, lines = _cli(capsys, "run", *base)
+    assert code == 130 and len(lines) == 1
+    assert "attacked example" in lines[0] and "restarts from the beginning" in lines[0]
+
+
+def test_interrupted_run_resumes_to_the_same_rows_and_accumulates_cost(settings, tiny_backbone, tmp_path,
+                                                                      monkeypatch):
+    spec = tiny_spec(tiny_backbone)
+    uninterrupted = robench.run(spec, settings, device="cpu")
+    full_rows = _rows(RunStore(settings.runs_dir, uninterrupted.run_id))
+    other = robench.settings.resolve_settings(settings.data_dir, settings.cache_dir, tmp_path / "other")
+    append, calls = RunStore.append, []
+
+    def dying(self, result, progress=None):
+        if len(calls) == 10:
+            raise KeyboardInterrupt
+        calls.append(1)
+        append(self, result, progress)
+
+    monkeypatch.setattr(RunStore, "append", dying)
+    with pytest.raises(KeyboardInterrupt):
+        robench.run(spec, other, device="cpu")
+    monkeypatch.setattr(RunStore, "append", append)
+    resumed = robench.run(spec, other, device="cpu")
+    assert resumed.metrics == uninterrupted.metrics
+    assert _rows(RunStore(other.runs_dir, resumed.run_id)) == full_rows
+    assert resumed.timings["resumed_examples"] == 10
+    # AdvGLUE predicts all 24 texts before recording any: 24 queries, then 14 more after the resume
+    assert resumed.timings["victim_queries"] == 24 + 14
+    assert resumed.timings["attack_seconds"] > 0
+
+
+def test_boundary_values_train_and_attack(settings, tiny_backbone):
+    spec = tiny_spec(tiny_backbone, task="rte", train_size=1, eval_size=1,
+                     train=TrainConfig(epochs=1, batch_size=1, max_length=8, lr=1e-3, warmup_ratio=1.0))
+    record = robench.run(spec, settings, device="cpu")
+    assert record.metrics["examples"] == 1 and torch.isfinite(torch.tensor(record.metrics["dev_accuracy"]))
+
+
+# --- 8. grids validate every cell at --dry-run -------------------------------------------------
+
+def _grid(tmp_path: Path, backbone: Path, extra: str) -> Path:
+    path = tmp_path / "grid.toml"
+    path.write_text(f'tasks = ["sst2"]\nmodels = ["bert"]\nattacks = ["advglue"]\n'
+                    f'backbones = [{json.dumps(str(backbone))}]\n{extra}', encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("[train]\nepochs = 0\n", "[train]: epochs must be positive"),  # the brackets survive rich markup
+    ("[train]\nbatch_size = -4\n", "batch_size must be positive"),
+    ("[train]\nlr = nan\n", "lr must be finite"),
+    ("[train]\nmax_length = 4096\n", "exceeds the 128 positions"),
+    ("seeds = [-1]\n", "--seed must be an integer from 0"),
+    ("eval_size = 0\n", "eval_size values must be positive integers"),
+    ("[model_params.bert]\nx = 1\n", "unknown hyperparameter(s) ['x']"),
+    ("[resources]\ncpus = inf\n", "cpus must be finite"),
+])
+def test_grid_dry_run_rejects_bad_cells(capsys, settings, tiny_backbone, tmp_path, extra, message):
+    config = _grid(tmp_path, tiny_backbone, extra)
+    line = _one_error(capsys, "grid", config, "--dry-run", "--data-dir", settings.data_dir, "--cache-dir",
+                      settings.cache_dir, "--results-dir", settings.results_dir)
+    assert message in line
+
+
+@pytest.mark.parametrize("flags,message", [(["--cpus-per-job", "nan"], "cpus must be finite"),
+                                           (["--gpus-per-job", "-1"], "must be positive"),
+                                           (["--max-retries", "-1"], "--max-retries must be >= 0")])
+def test_grid_numeric_flags(capsys, settings, tiny_backbone, tmp_path, flags, message):
+    config = _grid(tmp_path, tiny_backbone, "")
+    assert message in _one_error(capsys, "grid", config, "--dry-run", *flags, "--data-dir", settings.data_dir,
+                                 "--cache-dir", settings.cache_dir, "--results-dir", settings.results_dir)
+
+
+def test_binary_grid_config(capsys, settings, tmp_path):
+    config = tmp_path / "grid.toml"
+    config.write_bytes(b"\xff\xfe\x00\x01 binary")
+    assert "not UTF-8 text" in _one_error(capsys, "grid", config, "--dry-run", "--data-dir", settings.data_dir)
+
+
+# --- 12. no non-relative links in the leaderboard page ----------------------------------------
+
+@pytest.mark.parametrize("run_id", ["javascript:alert(1)//", "//evil.example/x", "/etc/passwd", "../../x",
+                                    "data:text/html,<b>x</b>"])
+def test_leaderboard_page_never_links_outside(settings, tiny_backbone, tmp_path, run_id):
+    import re
+
+    from robench.html import record_href, write_html
+
+    record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    path = settings.runs_dir / f"{record.run_id}.json"
+    forged = json.loads(path.read_text())
+    forged["run_id"] = run_id
+    (settings.runs_dir / "forged.json").write_text(json.dumps({**forged, "spec": {**forged["spec"], "seed": 7}}))
+    for page in (settings.runs_dir / "page.html", tmp_path / "elsewhere" / "page.html"):
+        html = write_html(settings.results_dir, page).read_text(encoding="utf-8")
+        hrefs = re.findall(r'(?:href|src)="([^"]*)"', html)
+        assert hrefs and all(not re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:|/", h) for h in hrefs), hrefs
+        assert not any("evil" in h or "passwd" in h or "javascript" in h.lower() for h in hrefs)
+    assert record_href(settings.runs_dir, record.run_id, settings.runs_dir) == f"{record.run_id}.json"
+    assert record_href(settings.runs_dir, run_id, settings.runs_dir) is None

@@ -1,0 +1,135 @@
+"""Property: any value of any numeric flag, hyperparameter or grid `[train]` key gives a clear error
+(exit 2, one `robench: error:` line, or argparse's usage error) or a valid run, never a traceback.
+
+The work after validation is stubbed (`robench.runner._run`): what is checked is that every value
+either is rejected up front or reaches the work stage as a valid spec. Bounded example counts keep
+each property to seconds; docs/reliability.md lists what each one covers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import robench.runner
+from robench.cli import main
+from robench.results import RunRecord
+from robench.spec import TrainConfig
+
+FLAGS = ("--seed", "--train-size", "--eval-size", "--epochs", "--lr", "--batch-size", "--max-length")
+NUMBERS = st.one_of(
+    st.integers(min_value=-2**70, max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, -1, 2**32, 2**32 - 1, 7, 8, 128, 129, 1e-300, 1e308, 0.5]),
+)
+VALUES = st.one_of(NUMBERS, st.booleans(), st.text(max_size=6), st.lists(st.integers(-3, 3), max_size=3))
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _argv_text(value) -> str:
+    return json.dumps(value) if isinstance(value, (bool, list)) else str(value)
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(value)  # strings and lists: JSON is (nearly always) TOML; if not, TOML's own error
+
+
+@pytest.fixture
+def accepted(monkeypatch):
+    """Stub the work after validation; collect the specs that reached it."""
+    specs = []
+
+    def stub(resolved, store, *rest):
+        specs.append(resolved.spec)
+        return RunRecord(run_id=resolved.spec.run_id, spec=resolved.spec.to_dict(), hyperparameters={},
+                         resources={}, metrics={"examples": 0}, timings={}, checkpoint="")
+
+    monkeypatch.setattr(robench.runner, "_run", stub)
+    return specs
+
+
+@pytest.fixture
+def base(tiny_data, tiny_backbone, tmp_path):
+    return ["--backbone", str(tiny_backbone), "--data-dir", str(tiny_data), "--cache-dir", str(tmp_path / "cache"),
+            "--results-dir", str(tmp_path / "results"), "--quiet"]
+
+
+def _clear_error_or_valid(capsys, argv) -> int:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse: a usage line and one error line, exit 2
+        assert exc.code == 2
+        capsys.readouterr()
+        return 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    if code == 2:
+        assert len(lines) == 1 and lines[0].startswith("robench: error: "), lines
+    else:
+        assert code == 0, lines
+    return code
+
+
+def _valid(spec) -> None:
+    assert 0 <= spec.seed < 2**32 and spec.data_fingerprint
+    assert all(size is None or size >= 1 for size in (spec.train_size, spec.eval_size))
+    TrainConfig(**dataclasses.asdict(spec.train))  # re-validates: finite and in range
+    for value in (*spec.model_params.values(), *spec.attack_params.values()):
+        assert not isinstance(value, float) or math.isfinite(value)
+
+
+@FAST
+@given(flag=st.sampled_from(FLAGS), value=VALUES)
+def test_numeric_flags(capsys, base, accepted, flag, value):
+    if _clear_error_or_valid(capsys, ["run", *base, f"{flag}={_argv_text(value)}"]) == 0:
+        _valid(accepted[-1])
+
+
+MODEL_PARAMS = [("freelb", k) for k in ("adv_steps", "adv_lr", "adv_init_mag", "adv_max_norm")] + \
+    [("smart", k) for k in ("smart_lambda", "smart_noise", "smart_step", "smart_eps", "bregman_mu", "ema_beta",
+                            "smart_ascent_steps")] + \
+    [("imbert", k) for k in ("im_steps", "im_gamma", "im_damping", "im_layers")]
+
+
+@FAST
+@given(target=st.sampled_from(MODEL_PARAMS), value=VALUES)
+def test_model_hyperparameters(capsys, base, accepted, target, value):
+    model, key = target
+    argv = ["run", *base, "--model", model, "--param", f"{key}={_argv_text(value)}"]
+    if _clear_error_or_valid(capsys, argv) == 0:
+        _valid(accepted[-1])
+
+
+ATTACK_PARAMS = ("similarity_threshold", "window", "k", "max_perturbed", "query_budget", "concurrency")
+
+
+@FAST
+@given(key=st.sampled_from(ATTACK_PARAMS), value=VALUES)
+def test_attack_hyperparameters(capsys, base, accepted, key, value):
+    argv = ["run", *base, "--attack", "textfooler", "--attack-param", f"{key}={_argv_text(value)}"]
+    if _clear_error_or_valid(capsys, argv) == 0:
+        _valid(accepted[-1])
+
+
+TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))
+
+
+@FAST
+@given(key=st.sampled_from(TRAIN_KEYS), value=VALUES, seeds=st.lists(NUMBERS, min_size=1, max_size=2))
+def test_grid_train_keys_and_seeds_at_dry_run(capsys, base, tiny_backbone, tmp_path, key, value, seeds):
+    config = tmp_path / "grid.toml"
+    config.write_text(
+        f'tasks = ["sst2"]\nmodels = ["bert"]\nattacks = ["advglue"]\nbackbones = [{json.dumps(str(tiny_backbone))}]\n'
+        f"seeds = [{', '.join(_toml(s) for s in seeds)}]\n[train]\n{key} = {_toml(value)}\n", encoding="utf-8")
+    flags = [a for a in base if a not in ("--backbone", str(tiny_backbone))]
+    _clear_error_or_valid(capsys, ["grid", str(config), "--dry-run", *flags])
+    capsys.readouterr()
