@@ -3,10 +3,11 @@
 No network at view time: the CSS, the sorting script and the SVG plots are inline.
 The markup lives in Jinja templates under `robench/templates/` (`leaderboard.html.j2`
 and its partials); this module computes what they show: per task, a sortable table
-(click a header) with one row per model setting, a scatter of clean vs robust
-accuracy, and a bar chart of robust accuracy per attack (coordinates computed here).
-Every number comes from `robench.leaderboard.records_frame` / `aggregate`; the page
-has no timestamp, so the same records always give the same page.
+(click a header) with one row per model setting and one column per attack setting,
+a scatter of clean vs robust accuracy, and a bar chart of robust accuracy per attack
+with its 95% interval (coordinates computed here). Every number comes from
+`robench.leaderboard.leaderboard_table` (intervals and the comparison with a baseline
+included); the page has no timestamp, so the same records always give the same page.
 
 Escaping: every `{{ value }}` is escaped with `html.escape` unless it is `Markup`
 (HTML built here from escaped parts), so the page is byte-identical to the records'.

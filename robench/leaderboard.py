@@ -90,14 +90,12 @@ def aggregate(frame: pd.DataFrame) -> pd.DataFrame:
     `examples` the examples attacked per seed."""
     metrics = [m for m in METRICS if m in frame.columns]
     table = mean_std(frame, ["setting_id"], metrics, "seeds")
-    first = frame.drop_duplicates("setting_id").set_index("setting_id")
-    out = first.loc[table["setting_id"], [k for k in KEYS + ["setting"]]].reset_index()
-    examples = first.loc[table["setting_id"], "eval_examples"] if "eval_examples" in first else None
-    out["examples"] = pd.array(examples if examples is not None else [None] * len(out), dtype="Int64")
-    out["model_setting_id"] = list(first.loc[table["setting_id"], "model_setting_id"])
-    out = out.merge(table, on="setting_id")
-    return out[ROW + [c for c in table.columns if c not in ("setting_id", "seeds")] + IDS].sort_values(
-        KEYS + ["setting"], kind="stable").reset_index(drop=True)
+    first = frame.drop_duplicates("setting_id").set_index("setting_id").loc[table["setting_id"]]
+    table["examples"] = pd.array(first["eval_examples"].to_numpy(), dtype="Int64")
+    for column in KEYS + ["setting", "model_setting_id"]:
+        table[column] = first[column].to_numpy()
+    columns = ROW + [c for c in table.columns if c.endswith(("_mean", "_std"))] + IDS
+    return table[columns].sort_values(KEYS + ["setting"], kind="stable").reset_index(drop=True)
 
 
 def mean_std(frame: pd.DataFrame, keys: list[str], metrics: list[str], count: str) -> pd.DataFrame:
@@ -136,15 +134,13 @@ def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, 
     same setting otherwise (paired over shared examples and matched seeds); empty for the baseline's rows."""
     found = {c.setting.id: c for c in reversed(compare(settings, runs_dir, baseline))}
     cells = [found.get(sid) for sid in table["setting_id"]]
+    values = [(c.difference.value, c.difference.low, c.difference.high, c.p_value) if c else (None,) * 4
+              for c in cells]
     table = table.copy()
     at = table.columns.get_loc("setting_id")
     table.insert(at, "baseline", baseline)
-    for offset, (name, value) in enumerate((
-            ("robust_accuracy_diff", lambda c: c.difference.value),
-            ("robust_accuracy_diff_ci_low", lambda c: c.difference.low),
-            ("robust_accuracy_diff_ci_high", lambda c: c.difference.high),
-            ("robust_accuracy_diff_p", lambda c: c.p_value))):
-        table.insert(at + 1 + offset, name, [value(c) if c is not None else None for c in cells])
+    for offset, name in enumerate(DIFF, 1):
+        table.insert(at + offset, name, [v[offset - 1] for v in values])
     return table
 
 
