@@ -1,0 +1,211 @@
+"""Worst case over attacks, and gradient-masking flags (AutoAttack's checks, for text).
+
+Worst case (RobustBench reports the best known attack): the runs of one trained
+model on one eval subset (the same spec up to the attack and its parameters:
+task, model, backbone, seed, sizes, training and defense hyperparameters, data
+source) are joined per example, matched by the example's index in the eval
+subset AND its text (runs with the same spec draw the same subset, so the index
+is the same eval-split row; the text guards against any change in how subsets
+are drawn). An example counts as robust only if no attack broke it (status
+"failed" in every run; skipped = already wrong). Only examples with a non-error
+result in every run are counted. AdvGLUE replay evaluates another split and is
+left out.
+
+Flags, after AutoAttack's checks (fra31/auto-attack, flags_doc.md):
+
+* `zero_gradients`: the input gradient is zero or not finite on at least
+  ZERO_GRADIENT_RATE of the clean inputs (a `gradient-swap` record's
+  `gradient_check`; AutoAttack raises it for any input);
+* `blackbox_stronger:<attack>`: a black-box or transfer attack leaves a lower
+  accuracy than the strongest white-box attack on the same examples
+  (AutoAttack: "Square Attack improves the robustness evaluation");
+* `no_fall_with_budget:<attack>`: accuracy under attack at the run's full query
+  budget is not lower than at 1/8 of it. The curve comes from the per-example
+  query counts of one run: the engine's greedy searches are deterministic and a
+  budgeted run refuses the first request past the budget, so with budget B an
+  example is broken iff the unbudgeted run broke it within B queries.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+
+from robench.attack import ExampleResult
+from robench.results import RunRecord, atomic_write, iter_records
+from robench.spec import content_hash
+
+WHITE_BOX = ("gradient-swap",)  # recipes that use the model's gradients
+NOT_ON_EVAL_SPLIT = ("advglue",)  # replays of another split: no per-example match
+NO_BUDGET_CURVE = ("advglue", "transfer")  # replays: one or two queries per example
+EXECUTION_PARAMS = ("concurrency", "encoder_batch_size", "mlm_batch_size")  # change speed, not results
+ZERO_GRADIENT_RATE = 0.1
+BUDGET_FRACTIONS = (0.125, 0.25, 0.5, 1.0)
+KEYS = ["task", "model", "backbone", "train_size"]
+
+
+def attack_label(spec: dict[str, Any]) -> str:
+    """The attack and its result-changing parameters: `gradient-swap[gradient=bpda]`."""
+    params = {k: v for k, v in sorted((spec.get("attack_params") or {}).items()) if k not in EXECUTION_PARAMS}
+    inner = ",".join(f"{k}={v}" for k, v in params.items())
+    return f"{spec['attack']}[{inner}]" if inner else spec["attack"]
+
+
+def _family(attack: str) -> str:
+    return attack.partition(":")[0]
+
+
+def is_white_box(spec: dict[str, Any]) -> bool:
+    return _family(spec["attack"]) in WHITE_BOX
+
+
+def subset_key(spec: dict[str, Any]) -> str:
+    """Hash of everything that fixes the trained model and the eval subset: the spec minus the attack."""
+    return content_hash({k: v for k, v in spec.items() if k not in ("attack", "attack_params")})
+
+
+def budget_curve(results: Iterable[ExampleResult], fractions: Sequence[float] = BUDGET_FRACTIONS
+                 ) -> dict[str, list] | None:
+    """Accuracy under attack at fractions of the largest per-example query count (None: nothing attacked)."""
+    ok = [r for r in results if r.status != "error"]
+    attacked = [r for r in ok if r.status in ("failed", "successful")]
+    if not attacked:
+        return None
+    top = max(r.queries for r in attacked)
+    budgets = [max(1, math.ceil(f * top)) for f in fractions]
+    failed = sum(r.status == "failed" for r in attacked)
+    accuracy = [(failed + sum(r.status == "successful" and r.queries > b for r in attacked)) / len(ok)
+                for b in budgets]
+    return {"budgets": budgets, "robust_accuracy": accuracy}
+
+
+def budget_does_not_fall(curve: dict[str, list] | None) -> bool:
+    return curve is not None and curve["robust_accuracy"][-1] >= curve["robust_accuracy"][0]
+
+
+def masking_flags_of_run(metrics: dict[str, Any]) -> list[str]:
+    """The flags one run record supports on its own: zero gradients, no fall with the budget."""
+    flags = []
+    check = metrics.get("gradient_check") or {}
+    if check.get("zero_or_nonfinite_rate") is not None and check["zero_or_nonfinite_rate"] >= ZERO_GRADIENT_RATE:
+        flags.append("zero_gradients")
+    if budget_does_not_fall(metrics.get("budget_curve")):
+        flags.append("no_fall_with_budget")
+    return flags
+
+
+@dataclass
+class WorstCase:
+    """One trained model (task, model, backbone, seed, ...) on one eval subset, over every attack run on it."""
+
+    task: str
+    model: str
+    backbone: str
+    train_size: str
+    seed: int
+    subset: str  # `subset_key`
+    examples: int  # examples with a non-error result in every run
+    worst_case_accuracy: float | None
+    accuracy: dict[str, float] = field(default_factory=dict)  # per attack label, on the same examples
+    flags: list[str] = field(default_factory=list)
+    runs: dict[str, str] = field(default_factory=dict)  # attack label -> run id
+
+
+def read_results(runs_dir: Path, run_id: str) -> list[ExampleResult]:
+    """The per-example CSV of a finished run."""
+    frame = pd.read_csv(runs_dir / f"{run_id}.csv", keep_default_na=False, dtype={"error": str})
+    return [ExampleResult(**{k: (int(v) if k in _INTS else v) for k, v in row.items()})
+            for row in frame.to_dict("records")]
+
+
+_INTS = {"index", "label", "original_prediction", "perturbed_prediction", "queries", "num_words", "words_perturbed"}
+
+
+def worst_case(members: list[tuple[RunRecord, list[ExampleResult]]]) -> WorstCase:
+    """Join the runs of one trained model on one subset per example; flag masking."""
+    spec = members[0][0].spec
+    by_run = {attack_label(rec.spec): {(r.index, r.original_text): r for r in res if r.status != "error"}
+              for rec, res in members}
+    common = set.intersection(*(set(d) for d in by_run.values())) if by_run else set()
+    accuracy = {label: _accuracy([d[k] for k in common]) for label, d in by_run.items()}
+    robust = [all(d[k].status == "failed" for d in by_run.values()) for k in common]
+    train_size = "full" if spec.get("train_size") is None else str(spec["train_size"])
+    flags = _flags(members, accuracy)
+    return WorstCase(spec["task"], spec["model"], spec["backbone"], train_size, spec["seed"], subset_key(spec),
+                     len(common), sum(robust) / len(robust) if robust else None, accuracy, flags,
+                     {attack_label(rec.spec): rec.run_id for rec, _ in members})
+
+
+def _accuracy(results: list[ExampleResult]) -> float | None:
+    return sum(r.status == "failed" for r in results) / len(results) if results else None
+
+
+def _flags(members: list[tuple[RunRecord, list[ExampleResult]]], accuracy: dict[str, float | None]) -> list[str]:
+    flags: list[str] = []
+    for rec, results in members:
+        label = attack_label(rec.spec)
+        if "zero_gradients" in masking_flags_of_run(rec.metrics) and "zero_gradients" not in flags:
+            flags.append("zero_gradients")
+        if _family(rec.spec["attack"]) not in NO_BUDGET_CURVE and budget_does_not_fall(budget_curve(results)):
+            flags.append(f"no_fall_with_budget:{label}")
+    white = [accuracy[attack_label(r.spec)] for r, _ in members if is_white_box(r.spec)]
+    white = [a for a in white if a is not None]
+    if white:
+        for rec, _ in members:
+            label = attack_label(rec.spec)
+            if not is_white_box(rec.spec) and accuracy[label] is not None and accuracy[label] < min(white):
+                flags.append(f"blackbox_stronger:{label}")
+    return flags
+
+
+def worst_cases(runs_dir: Path) -> list[WorstCase]:
+    """Every (trained model, eval subset) of `runs_dir` with at least one attack on the eval split."""
+    groups: dict[str, list[tuple[RunRecord, list[ExampleResult]]]] = defaultdict(list)
+    for rec in iter_records(runs_dir):
+        if _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or not (runs_dir / f"{rec.run_id}.csv").is_file():
+            continue
+        groups[subset_key(rec.spec)].append((rec, read_results(runs_dir, rec.run_id)))
+    return [worst_case(sorted(m, key=lambda x: attack_label(x[0].spec))) for _, m in sorted(groups.items())]
+
+
+def worst_case_frame(cases: list[WorstCase]) -> pd.DataFrame:
+    rows = [{**{k: v for k, v in asdict(c).items() if k not in ("accuracy", "flags", "runs")},
+             "attacks": ";".join(sorted(c.accuracy)), "masking_flags": ";".join(c.flags)} for c in cases]
+    return pd.DataFrame(rows)
+
+
+def with_worst_case(table: pd.DataFrame, cases: list[WorstCase]) -> pd.DataFrame:
+    """`table` (leaderboard rows) plus worst-case accuracy (mean, std over seeds) and the flags of the model."""
+    if not cases:
+        return table
+    frame = worst_case_frame(cases)
+    grouped = frame.groupby(KEYS, sort=True)
+    extra = grouped["worst_case_accuracy"].agg(["mean", "std"]).add_prefix("worst_case_accuracy_")
+    extra["masking_flags"] = grouped["masking_flags"].agg(
+        lambda flags: ";".join(sorted({f for fs in flags for f in fs.split(";") if f})))
+    return table.merge(extra.reset_index(), on=KEYS, how="left")
+
+
+def markdown(cases: list[WorstCase]) -> str:
+    lines = ["| task | model | backbone | train_size | seed | examples | worst case | per attack | flags |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        per = ", ".join(f"{a} {100 * v:.1f}" for a, v in c.accuracy.items() if v is not None)
+        wc = "–" if c.worst_case_accuracy is None else f"{100 * c.worst_case_accuracy:.1f}"
+        lines.append(f"| {c.task} | {c.model} | {c.backbone} | {c.train_size} | {c.seed} | {c.examples} | {wc} | "
+                     f"{per} | {'; '.join(c.flags) or '–'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_worst_case(results_dir: Path) -> list[WorstCase]:
+    """`results/worstcase.{json,md}`: one entry per trained model and eval subset."""
+    import json
+
+    cases = worst_cases(results_dir / "runs")
+    atomic_write(results_dir / "worstcase.json", json.dumps([asdict(c) for c in cases], indent=2))
+    atomic_write(results_dir / "worstcase.md", markdown(cases))
+    return cases
