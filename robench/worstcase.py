@@ -19,8 +19,9 @@ Flags, after AutoAttack's checks (fra31/auto-attack, flags_doc.md):
 * `blackbox_stronger:<attack>`: a black-box or transfer attack leaves a lower
   accuracy than the strongest white-box attack on the same examples
   (AutoAttack: "Square Attack improves the robustness evaluation");
-* `no_fall_with_budget:<attack>`: accuracy under attack at the run's full query
-  budget is not lower than at 1/8 of it. The curve comes from the per-example
+* `no_fall_with_budget:<attack>`: some examples survive the attack, and accuracy
+  under attack at the run's full query budget (the most queries one example
+  used) is not lower than at 1/8 of it. The curve comes from the per-example
   query counts of one run: the engine's greedy searches are deterministic and a
   budgeted run refuses the first request past the budget, so with budget B an
   example is broken iff the unbudgeted run broke it within B queries.
@@ -84,7 +85,8 @@ def budget_curve(results: Iterable[ExampleResult], fractions: Sequence[float] = 
 
 
 def budget_does_not_fall(curve: dict[str, list] | None) -> bool:
-    return curve is not None and curve["robust_accuracy"][-1] >= curve["robust_accuracy"][0]
+    """Some examples survive the whole budget, and no more fell than at the smallest budget."""
+    return curve is not None and 0 < curve["robust_accuracy"][-1] >= curve["robust_accuracy"][0]
 
 
 def masking_flags_of_run(metrics: dict[str, Any]) -> list[str]:
@@ -169,7 +171,8 @@ def worst_cases(runs_dir: Path) -> list[WorstCase]:
         if _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or not (runs_dir / f"{rec.run_id}.csv").is_file():
             continue
         groups[subset_key(rec.spec)].append((rec, read_results(runs_dir, rec.run_id)))
-    return [worst_case(sorted(m, key=lambda x: attack_label(x[0].spec))) for _, m in sorted(groups.items())]
+    cases = [worst_case(sorted(m, key=lambda x: attack_label(x[0].spec))) for m in groups.values()]
+    return sorted(cases, key=lambda c: (c.task, c.model, c.backbone, c.train_size, c.seed, c.subset))
 
 
 def worst_case_frame(cases: list[WorstCase]) -> pd.DataFrame:

@@ -203,6 +203,8 @@ def test_budget_curve_and_the_no_fall_flag():
     flat = worst_case([(_record("gradient-swap", metrics={"gradient_check": {"zero_or_nonfinite_rate": 0.5}}),
                         _results("ffffk", queries=[50, 60, 70, 80, 1]))])
     assert set(flat.flags) == {"zero_gradients", "no_fall_with_budget:gradient-swap"}
+    broken_early = worst_case([(_record("textfooler"), _results("sssk", queries=[5, 5, 80, 1]))])
+    assert broken_early.flags == []  # nothing survives: the budget is not what stops the attack
 
 
 def test_leaderboard_gets_the_worst_case_column_and_flags(settings):
