@@ -35,7 +35,7 @@ from robench.registries import ATTACKS
 from robench.results import RunRecord, read_record
 from robench.settings import Settings
 from robench.tasks import Task, load_split, texts_of
-from robench.worstcase import read_results
+from robench.worstcase import read_results, split_rows
 
 SEP = " [SEP] "
 
@@ -47,17 +47,6 @@ class TransferParams:
 
 def joined(text: Sequence[str]) -> str:
     return SEP.join(text)
-
-
-def split_rows(split: Sequence[str], subset: Sequence[str]) -> list[int | None]:
-    """Eval-split row of each subset text: walk the split in order (None: not found after the previous)."""
-    rows: list[int | None] = []
-    pos = 0
-    for text in subset:
-        row = next((j for j in range(pos, len(split)) if split[j] == text), None)
-        rows.append(row)
-        pos = pos if row is None else row + 1
-    return rows
 
 
 def _source(settings: Settings, run_id: str, task: Task) -> RunRecord:

@@ -1,15 +1,18 @@
 """Worst case over attacks, and gradient-masking flags (AutoAttack's checks, for text).
 
 Worst case (RobustBench reports the best known attack): the runs of one trained
-model on one eval subset (the same spec up to the attack and its parameters:
-task, model, backbone, seed, sizes, training and defense hyperparameters, data
-source) are joined per example, matched by the example's index in the eval
-subset AND its text (runs with the same spec draw the same subset, so the index
-is the same eval-split row; the text guards against any change in how subsets
-are drawn). An example counts as robust only if no attack broke it (status
-"failed" in every run; skipped = already wrong). Only examples with a non-error
-result in every run are counted. AdvGLUE replay evaluates another split and is
-left out.
+model (the same spec up to the attack, its parameters and the eval subset size:
+task, model, backbone, seed, train size, training and defense hyperparameters,
+data source) are joined per example. Examples are matched by their eval-split
+row AND their text: each run's per-example texts are mapped to rows of the eval
+split it read (the record names the data dir and source; subsets keep the
+split's order), so runs on different subset sizes meet on the examples they
+share, whatever seed drew the subsets. Where that split cannot be read (another
+machine's records), an example is keyed by its subset size, subset index and
+text instead, which only matches runs of the same spec, i.e. the same subset.
+An example counts as robust only if no attack broke it (status "failed" in
+every run; skipped = already wrong). Only examples with a non-error result in
+every run are counted. AdvGLUE replay evaluates another split and is left out.
 
 Flags, after AutoAttack's checks (fra31/auto-attack, flags_doc.md):
 
@@ -37,6 +40,7 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from robench.attack import ExampleResult
+from robench.errors import RobenchError
 from robench.results import RunRecord, atomic_write, iter_records
 from robench.spec import content_hash
 
@@ -64,9 +68,59 @@ def is_white_box(spec: dict[str, Any]) -> bool:
     return _family(spec["attack"]) in WHITE_BOX
 
 
-def subset_key(spec: dict[str, Any]) -> str:
-    """Hash of everything that fixes the trained model and the eval subset: the spec minus the attack."""
-    return content_hash({k: v for k, v in spec.items() if k not in ("attack", "attack_params")})
+def model_key(spec: dict[str, Any]) -> str:
+    """Hash of everything that fixes the trained model: the spec minus the attack and the eval subset."""
+    return content_hash({k: v for k, v in spec.items() if k not in ("attack", "attack_params", "eval_size",
+                                                                     "eval_seed")})
+
+
+def split_rows(split: Sequence[str], subset: Sequence[str]) -> list[int | None]:
+    """Eval-split row of each subset text, walking the split in order (None: not found after the previous).
+
+    Identical texts are interchangeable: each takes the first unused row after the previous match.
+    """
+    rows: list[int | None] = []
+    pos = 0
+    for text in subset:
+        row = next((j for j in range(pos, len(split)) if split[j] == text), None)
+        rows.append(row)
+        pos = pos if row is None else row + 1
+    return rows
+
+
+class ExampleKeys:
+    """Keys (eval-split row, text) of a run's examples; each eval split is read once."""
+
+    def __init__(self) -> None:
+        self._splits: dict[tuple, list[str] | None] = {}
+
+    def split(self, record: RunRecord) -> list[str] | None:
+        data = (record.resources or {}).get("data") or {}
+        where = (record.spec["task"], record.spec.get("data_source", "local"), data.get("data_dir"))
+        if where not in self._splits:
+            self._splits[where] = _split_texts(*where)
+        return self._splits[where]
+
+    def __call__(self, record: RunRecord, results: list[ExampleResult]) -> dict[tuple, ExampleResult]:
+        ordered = sorted(results, key=lambda r: r.index)
+        split = self.split(record)
+        rows = split_rows(split, [r.original_text for r in ordered]) if split is not None else [None]
+        if None not in rows:
+            return {(row, r.original_text): r for row, r in zip(rows, ordered)}
+        size = record.spec.get("eval_size")
+        return {("subset", size, r.index, r.original_text): r for r in ordered}
+
+
+def _split_texts(task_name: str, source: str, data_dir: str | None) -> list[str] | None:
+    from robench.registries import TASKS
+    from robench.tasks import load_split, texts_of
+
+    try:
+        task = TASKS.get(task_name)
+        data = load_split(task, "eval", Path(data_dir) if data_dir else None, source)
+    except (RobenchError, OSError, ValueError):
+        return None  # keyed by subset index and text instead (see the module docstring)
+    return [" [SEP] ".join(t) for t in texts_of(data, task)]
 
 
 def budget_curve(results: Iterable[ExampleResult], fractions: Sequence[float] = BUDGET_FRACTIONS
@@ -109,7 +163,7 @@ class WorstCase:
     backbone: str
     train_size: str
     seed: int
-    subset: str  # `subset_key`
+    group: str  # `model_key`
     examples: int  # examples with a non-error result in every run
     worst_case_accuracy: float | None
     accuracy: dict[str, float] = field(default_factory=dict)  # per attack label, on the same examples
@@ -127,17 +181,18 @@ def read_results(runs_dir: Path, run_id: str) -> list[ExampleResult]:
 _INTS = {"index", "label", "original_prediction", "perturbed_prediction", "queries", "num_words", "words_perturbed"}
 
 
-def worst_case(members: list[tuple[RunRecord, list[ExampleResult]]]) -> WorstCase:
-    """Join the runs of one trained model on one subset per example; flag masking."""
-    spec = members[0][0].spec
-    by_run = {attack_label(rec.spec): {(r.index, r.original_text): r for r in res if r.status != "error"}
+def worst_case(members: list[tuple[RunRecord, list[ExampleResult]]], keys: ExampleKeys | None = None
+               ) -> WorstCase:
+    """Join the runs of one trained model per example (eval-split row and text); flag masking."""
+    spec, keys = members[0][0].spec, keys or ExampleKeys()
+    by_run = {attack_label(rec.spec): {k: r for k, r in keys(rec, res).items() if r.status != "error"}
               for rec, res in members}
     common = set.intersection(*(set(d) for d in by_run.values())) if by_run else set()
     accuracy = {label: _accuracy([d[k] for k in common]) for label, d in by_run.items()}
     robust = [all(d[k].status == "failed" for d in by_run.values()) for k in common]
     train_size = "full" if spec.get("train_size") is None else str(spec["train_size"])
     flags = _flags(members, accuracy)
-    return WorstCase(spec["task"], spec["model"], spec["backbone"], train_size, spec["seed"], subset_key(spec),
+    return WorstCase(spec["task"], spec["model"], spec["backbone"], train_size, spec["seed"], model_key(spec),
                      len(common), sum(robust) / len(robust) if robust else None, accuracy, flags,
                      {attack_label(rec.spec): rec.run_id for rec, _ in members})
 
@@ -165,14 +220,15 @@ def _flags(members: list[tuple[RunRecord, list[ExampleResult]]], accuracy: dict[
 
 
 def worst_cases(runs_dir: Path) -> list[WorstCase]:
-    """Every (trained model, eval subset) of `runs_dir` with at least one attack on the eval split."""
+    """Every trained model of `runs_dir` with at least one attack on the eval split."""
     groups: dict[str, list[tuple[RunRecord, list[ExampleResult]]]] = defaultdict(list)
     for rec in iter_records(runs_dir):
         if _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or not (runs_dir / f"{rec.run_id}.csv").is_file():
             continue
-        groups[subset_key(rec.spec)].append((rec, read_results(runs_dir, rec.run_id)))
-    cases = [worst_case(sorted(m, key=lambda x: attack_label(x[0].spec))) for m in groups.values()]
-    return sorted(cases, key=lambda c: (c.task, c.model, c.backbone, c.train_size, c.seed, c.subset))
+        groups[model_key(rec.spec)].append((rec, read_results(runs_dir, rec.run_id)))
+    keys = ExampleKeys()
+    cases = [worst_case(sorted(m, key=lambda x: attack_label(x[0].spec)), keys) for m in groups.values()]
+    return sorted(cases, key=lambda c: (c.task, c.model, c.backbone, c.train_size, c.seed, c.group))
 
 
 def worst_case_frame(cases: list[WorstCase]) -> pd.DataFrame:

@@ -220,3 +220,25 @@ def test_leaderboard_gets_the_worst_case_column_and_flags(settings):
     assert set(table["worst_case_accuracy_mean"]) == {0.5}
     assert "worst_case_accuracy" in md.read_text() and "blackbox_stronger:textfooler" in md.read_text()
     assert (settings.results_dir / "worstcase.md").is_file()
+
+
+def test_worst_case_matches_runs_of_different_subsets_by_eval_split_row_and_text(settings):
+    from robench.registries import TASKS
+    from robench.tasks import load_split, texts_of
+
+    split = [t[0] for t in texts_of(load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local"),
+                                    TASKS.get("sst2"))]
+    data = {"data": {"source": "local", "data_dir": str(settings.data_dir)}}
+
+    def run(attack: str, rows: list[int], statuses: str, size: int):
+        spec = tiny_spec("b", model="imbert", attack=attack, eval_size=size)
+        results = [ExampleResult(i, 1, split[row], "x", 1, 0, {"f": "failed", "s": "successful"}[c])
+                   for i, (row, c) in enumerate(zip(rows, statuses))]
+        return RunRecord(spec.run_id, spec.to_dict(), {}, data, {}, {}, ""), results
+
+    wide = run("textfooler", [0, 1, 2, 3, 4, 5], "ffsfsf", 6)
+    narrow = run("gradient-swap", [1, 3, 4], "fsf", 3)  # rows 1, 3, 4: subset indices 0, 1, 2
+    case = worst_case([wide, narrow])
+    assert case.examples == 3
+    assert case.accuracy == {"textfooler": 2 / 3, "gradient-swap": 2 / 3}
+    assert case.worst_case_accuracy == 1 / 3  # row 1 survives both; row 3 falls to one, row 4 to the other
