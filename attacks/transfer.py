@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from robench.attack import AttackContext, AttackRecipe, ExampleResult, textattack_metrics
+from robench.engine import split_words
 from robench.errors import RobenchError
 from robench.registries import ATTACKS
 from robench.results import RunRecord, read_record
@@ -109,7 +110,7 @@ def _replay_text(text: tuple[str, ...], src: ExampleResult | None) -> tuple[str,
 def _result(i: int, text: tuple[str, ...], label: int, pred: int, replay: tuple[str, ...] | None,
             adv: int | None, src: ExampleResult | None, run_id: str) -> ExampleResult:
     original = joined(text)
-    words = len(text[-1].split())
+    words = sum(len(split_words(t)) for t in text)  # as the engine counts them
     if src is None:
         return ExampleResult(i, label, original, original, pred, -1, "error", 1, words, 0,
                              f"example not in the source run {run_id}")
