@@ -57,16 +57,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 import numpy as np
-
-from robench.attack import AttackContext, AttackRecipe, ExampleResult, textattack_metrics
 from robench.attacks import textfooler
-from robench.engine import (CachedEmbedder, EngineConfig, Outcome, Request, Search, Words, WordSwapSearch,
-                            attack_examples, goal_scores)
+
+from robench.data import texts_of
+from robench.engine import EngineConfig, Outcome, Request, Search, attack_examples
 from robench.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
+from robench.metrics import textattack_metrics
 from robench.registries import ATTACKS
-from robench.settings import Settings
-from robench.tasks import texts_of
+from robench.search import CachedEmbedder, WordSwapSearch, goal_scores
+from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
 from robench.victim import QueryBudgetExceeded, Text, Victim
+from robench.words import Words
 
 GRADIENTS = ("unrolled", "bpda")
 
@@ -167,8 +168,17 @@ def attack_with(ctx: AttackContext, params: GradientSwapParams, res: textfooler.
     return attack_examples(dataclasses.replace(ctx, victim=victim), search, services, config)
 
 
-def _attack(ctx: AttackContext, params: GradientSwapParams) -> list[ExampleResult]:
-    return attack_with(ctx, params, textfooler.load_resources(params, ctx.settings, ctx.victim.device))
+def describe(params: GradientSwapParams, res: textfooler.TextFoolerResources) -> dict[str, Any]:
+    out = textfooler.describe(params, res)
+    out["gradient"] = {"mode": params.gradient, "queries_per_gradient": 2,
+                       "imbert": "unrolled IM-connection solver" if params.gradient == "unrolled"
+                       else "BPDA: solver value forward, explicit layer backward"}
+    return out
+
+
+def _attack(ctx: AttackContext, params: GradientSwapParams) -> AttackOutput:
+    res = textfooler.load_resources(params, ctx.settings, ctx.victim.device)
+    return AttackOutput(attack_with(ctx, params, res), describe(params, res))
 
 
 def gradient_check(victim: Victim, texts: list[Text], labels: list[int], mode: str, zero_norm: float
@@ -202,17 +212,10 @@ def make_params_of(ctx: AttackContext) -> GradientSwapParams:
     return make_params(GradientSwapParams, ctx.spec.attack_params, "attack 'gradient-swap'")
 
 
-def _resources(params: GradientSwapParams, settings: Settings) -> dict[str, Any]:
-    out = textfooler._resources(params, settings)
-    out["gradient"] = {"mode": params.gradient, "queries_per_gradient": 2,
-                       "imbert": "unrolled IM-connection solver" if params.gradient == "unrolled"
-                       else "BPDA: solver value forward, explicit layer backward"}
-    return out
-
-
 ATTACKS.register("gradient-swap")(AttackRecipe(
     name="gradient-swap",
     summary="White-box word swaps (HotFlip / A2T): gradient word importance through the whole model (IM-BERT: "
             "unrolled solver, or gradient=bpda), first-order candidate ranking, textfooler's constraints",
-    attack=_attack, params=GradientSwapParams, check=textfooler.check, resources=_resources, summarize=_summarize,
+    attack=_attack, params=GradientSwapParams, check=textfooler.check, summarize=_summarize,
+    queries_per_word=2.6,  # 53.6 queries / 20.25 words per SST-2 input on bert (docs/adaptive.md)
 ))

@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from robench.attack import AttackContext, AttackRecipe, ExampleResult, textattack_metrics
-from robench.engine import split_words
+from robench.data import load_split, texts_of
 from robench.errors import RobenchError
+from robench.metrics import textattack_metrics
 from robench.registries import ATTACKS
 from robench.results import RunRecord, read_record
 from robench.settings import Settings
-from robench.tasks import Task, load_split, texts_of
+from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.words import split_words
 from robench.worstcase import read_results, split_rows
 
 SEP = " [SEP] "
@@ -82,7 +83,7 @@ def source_adversarials(ctx: AttackContext, run_id: str, split: list[str]
             if row is not None}
 
 
-def _attack(run_id: str, ctx: AttackContext, params: TransferParams) -> list[ExampleResult]:
+def _attack(run_id: str, ctx: AttackContext, params: TransferParams) -> AttackOutput:
     split = [joined(t) for t in texts_of(load_split(ctx.task, "eval", ctx.settings.data_dir, ctx.spec.data_source),
                                          ctx.task)]
     source = source_adversarials(ctx, run_id, split)
@@ -98,7 +99,7 @@ def _attack(run_id: str, ctx: AttackContext, params: TransferParams) -> list[Exa
                          source.get((rows[i], joined(texts[i]))), run_id)
         ctx.record(result)
         out.append(result)
-    return out
+    return AttackOutput(out, _resources(run_id, ctx.settings))
 
 
 def _replay_text(text: tuple[str, ...], src: ExampleResult | None) -> tuple[str, ...] | None:
@@ -131,7 +132,7 @@ def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, An
     return out
 
 
-def _resources(run_id: str, params: TransferParams, settings: Settings) -> dict[str, Any]:
+def _resources(run_id: str, settings: Settings) -> dict[str, Any]:
     record = read_record(Path(settings.runs_dir) / f"{run_id}.json")
     return {"source_run": run_id, "source_model": record.spec.get("model"),
             "source_attack": record.spec.get("attack"), "source_attack_params": record.spec.get("attack_params"),
@@ -146,5 +147,5 @@ def transfer(run_id: str) -> AttackRecipe:
         summary=f"Replay the successful adversarial texts of run {run_id} (transfer attack)",
         attack=lambda ctx, params: _attack(run_id, ctx, params), params=TransferParams,
         check=lambda task, params, settings: _check(run_id, task, params, settings),
-        resources=lambda params, settings: _resources(run_id, params, settings), summarize=_summarize,
+        summarize=_summarize,
     )

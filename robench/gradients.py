@@ -27,8 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robench.engine import Words
 from robench.victim import QueryBudgetExceeded, QueryCounter, Text, Victim
+from robench.words import Words
 
 GradientMode = Literal["unrolled", "bpda"]
 GRADIENT_QUERIES = 2  # a gradient costs a forward and a backward pass

@@ -1,18 +1,18 @@
 """Worst case over attacks, and gradient-masking flags (AutoAttack's checks, for text).
 
 Worst case (RobustBench reports the best known attack): the runs of one trained
-model (the same spec up to the attack, its parameters and the eval subset size:
-task, model, backbone, seed, train size, training and defense hyperparameters,
-data source) are joined per example. Examples are matched by their eval-split
+model (the same model setting, `robench.setting.model_setting_id`, and the same
+training seed) are joined per example. Examples are matched by their eval-split
 row AND their text: each run's per-example texts are mapped to rows of the eval
 split it read (the record names the data dir and source; subsets keep the
 split's order), so runs on different subset sizes meet on the examples they
 share, whatever seed drew the subsets. Where that split cannot be read (another
-machine's records), an example is keyed by its subset size, subset index and
-text instead, which only matches runs of the same spec, i.e. the same subset.
+machine's records), an example is keyed by its subset's size and seed, its
+index in the subset and its text instead, which only matches runs on the same subset.
 An example counts as robust only if no attack broke it (status "failed" in
 every run; skipped = already wrong). Only examples with a non-error result in
-every run are counted. AdvGLUE replay evaluates another split and is left out.
+every run are counted. AdvGLUE replay evaluates another split and is left out,
+and so are records of an older format (as on the leaderboard).
 
 Flags, after AutoAttack's checks (fra31/auto-attack, flags_doc.md):
 
@@ -39,10 +39,10 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from robench.attack import ExampleResult
 from robench.errors import RobenchError
-from robench.results import RunRecord, atomic_write, iter_records
-from robench.spec import content_hash
+from robench.results import RECORD_FORMAT, RunRecord, atomic_write, iter_records
+from robench.setting import model_setting_id
+from robench.types import ExampleResult
 
 WHITE_BOX = ("gradient-swap",)  # recipes that use the model's gradients
 NOT_ON_EVAL_SPLIT = ("advglue",)  # replays of another split: no per-example match
@@ -50,10 +50,9 @@ NO_BUDGET_CURVE = ("advglue", "transfer")  # replays: one or two queries per exa
 EXECUTION_PARAMS = ("concurrency", "encoder_batch_size", "mlm_batch_size")  # change speed, not results
 ZERO_GRADIENT_RATE = 0.1
 BUDGET_FRACTIONS = (0.125, 0.25, 0.5, 1.0)
-KEYS = ["task", "model", "backbone", "train_size"]
 
 
-def attack_label(spec: dict[str, Any]) -> str:
+def attack_tag(spec: dict[str, Any]) -> str:
     """The attack and its result-changing parameters: `gradient-swap[gradient=bpda]`."""
     params = {k: v for k, v in sorted((spec.get("attack_params") or {}).items()) if k not in EXECUTION_PARAMS}
     inner = ",".join(f"{k}={v}" for k, v in params.items())
@@ -68,10 +67,10 @@ def is_white_box(spec: dict[str, Any]) -> bool:
     return _family(spec["attack"]) in WHITE_BOX
 
 
-def model_key(spec: dict[str, Any]) -> str:
-    """Hash of everything that fixes the trained model: the spec minus the attack and the eval subset."""
-    return content_hash({k: v for k, v in spec.items() if k not in ("attack", "attack_params", "eval_size",
-                                                                     "eval_seed")})
+def model_key(record: RunRecord) -> str:
+    """The trained model of a run: its model setting and training seed."""
+    setting = model_setting_id(record.spec, (record.hyperparameters or {}).get("model"))
+    return f"{setting}-s{record.spec.get('seed')}"
 
 
 def split_rows(split: Sequence[str], subset: Sequence[str]) -> list[int | None]:
@@ -107,13 +106,13 @@ class ExampleKeys:
         rows = split_rows(split, [r.original_text for r in ordered]) if split is not None else [None]
         if None not in rows:
             return {(row, r.original_text): r for row, r in zip(rows, ordered)}
-        size = record.spec.get("eval_size")
-        return {("subset", size, r.index, r.original_text): r for r in ordered}
+        subset = (record.spec.get("eval_size"), record.spec.get("eval_seed"))
+        return {("subset", *subset, r.index, r.original_text): r for r in ordered}
 
 
 def _split_texts(task_name: str, source: str, data_dir: str | None) -> list[str] | None:
+    from robench.data import load_split, texts_of
     from robench.registries import TASKS
-    from robench.tasks import load_split, texts_of
 
     try:
         task = TASKS.get(task_name)
@@ -156,14 +155,14 @@ def masking_flags_of_run(metrics: dict[str, Any]) -> list[str]:
 
 @dataclass
 class WorstCase:
-    """One trained model (task, model, backbone, seed, ...) on one eval subset, over every attack run on it."""
+    """One trained model (model setting and training seed), over every attack run on it."""
 
     task: str
     model: str
     backbone: str
     train_size: str
     seed: int
-    group: str  # `model_key`
+    group: str  # the model setting (`robench.setting.model_setting_id`)
     examples: int  # examples with a non-error result in every run
     worst_case_accuracy: float | None
     accuracy: dict[str, float] = field(default_factory=dict)  # per attack label, on the same examples
@@ -185,16 +184,17 @@ def worst_case(members: list[tuple[RunRecord, list[ExampleResult]]], keys: Examp
                ) -> WorstCase:
     """Join the runs of one trained model per example (eval-split row and text); flag masking."""
     spec, keys = members[0][0].spec, keys or ExampleKeys()
-    by_run = {attack_label(rec.spec): {k: r for k, r in keys(rec, res).items() if r.status != "error"}
+    by_run = {attack_tag(rec.spec): {k: r for k, r in keys(rec, res).items() if r.status != "error"}
               for rec, res in members}
     common = set.intersection(*(set(d) for d in by_run.values())) if by_run else set()
     accuracy = {label: _accuracy([d[k] for k in common]) for label, d in by_run.items()}
     robust = [all(d[k].status == "failed" for d in by_run.values()) for k in common]
     train_size = "full" if spec.get("train_size") is None else str(spec["train_size"])
     flags = _flags(members, accuracy)
-    return WorstCase(spec["task"], spec["model"], spec["backbone"], train_size, spec["seed"], model_key(spec),
+    return WorstCase(spec["task"], spec["model"], spec["backbone"], train_size, spec["seed"],
+                     model_setting_id(spec, (members[0][0].hyperparameters or {}).get("model")),
                      len(common), sum(robust) / len(robust) if robust else None, accuracy, flags,
-                     {attack_label(rec.spec): rec.run_id for rec, _ in members})
+                     {attack_tag(rec.spec): rec.run_id for rec, _ in members})
 
 
 def _accuracy(results: list[ExampleResult]) -> float | None:
@@ -204,16 +204,16 @@ def _accuracy(results: list[ExampleResult]) -> float | None:
 def _flags(members: list[tuple[RunRecord, list[ExampleResult]]], accuracy: dict[str, float | None]) -> list[str]:
     flags: list[str] = []
     for rec, results in members:
-        label = attack_label(rec.spec)
+        label = attack_tag(rec.spec)
         if "zero_gradients" in masking_flags_of_run(rec.metrics) and "zero_gradients" not in flags:
             flags.append("zero_gradients")
         if _family(rec.spec["attack"]) not in NO_BUDGET_CURVE and budget_does_not_fall(budget_curve(results)):
             flags.append(f"no_fall_with_budget:{label}")
-    white = [accuracy[attack_label(r.spec)] for r, _ in members if is_white_box(r.spec)]
+    white = [accuracy[attack_tag(r.spec)] for r, _ in members if is_white_box(r.spec)]
     white = [a for a in white if a is not None]
     if white:
         for rec, _ in members:
-            label = attack_label(rec.spec)
+            label = attack_tag(rec.spec)
             if not is_white_box(rec.spec) and accuracy[label] is not None and accuracy[label] < min(white):
                 flags.append(f"blackbox_stronger:{label}")
     return flags
@@ -223,11 +223,12 @@ def worst_cases(runs_dir: Path) -> list[WorstCase]:
     """Every trained model of `runs_dir` with at least one attack on the eval split."""
     groups: dict[str, list[tuple[RunRecord, list[ExampleResult]]]] = defaultdict(list)
     for rec in iter_records(runs_dir):
-        if _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or not (runs_dir / f"{rec.run_id}.csv").is_file():
+        if rec.format != RECORD_FORMAT or _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or \
+                not (runs_dir / f"{rec.run_id}.csv").is_file():
             continue
-        groups[model_key(rec.spec)].append((rec, read_results(runs_dir, rec.run_id)))
+        groups[model_key(rec)].append((rec, read_results(runs_dir, rec.run_id)))
     keys = ExampleKeys()
-    cases = [worst_case(sorted(m, key=lambda x: attack_label(x[0].spec)), keys) for m in groups.values()]
+    cases = [worst_case(sorted(m, key=lambda x: attack_tag(x[0].spec)), keys) for m in groups.values()]
     return sorted(cases, key=lambda c: (c.task, c.model, c.backbone, c.train_size, c.seed, c.group))
 
 
@@ -238,15 +239,16 @@ def worst_case_frame(cases: list[WorstCase]) -> pd.DataFrame:
 
 
 def with_worst_case(table: pd.DataFrame, cases: list[WorstCase]) -> pd.DataFrame:
-    """`table` (leaderboard rows) plus worst-case accuracy (mean, std over seeds) and the flags of the model."""
-    if not cases:
+    """Leaderboard rows plus the worst-case accuracy of their model setting (mean, std over seeds) and its flags."""
+    if not cases or "model_setting_id" not in table.columns:
         return table
     frame = worst_case_frame(cases)
-    grouped = frame.groupby(KEYS, sort=True)
+    grouped = frame.groupby("group", sort=True)
     extra = grouped["worst_case_accuracy"].agg(["mean", "std"]).add_prefix("worst_case_accuracy_")
     extra["masking_flags"] = grouped["masking_flags"].agg(
         lambda flags: ";".join(sorted({f for fs in flags for f in fs.split(";") if f})))
-    return table.merge(extra.reset_index(), on=KEYS, how="left")
+    extra = extra.reset_index().rename(columns={"group": "model_setting_id"})
+    return table.merge(extra, on="model_setting_id", how="left")
 
 
 def markdown(cases: list[WorstCase]) -> str:
@@ -261,7 +263,7 @@ def markdown(cases: list[WorstCase]) -> str:
 
 
 def write_worst_case(results_dir: Path) -> list[WorstCase]:
-    """`results/worstcase.{json,md}`: one entry per trained model and eval subset."""
+    """`results/worstcase.{json,md}`: one entry per trained model (model setting and training seed)."""
     import json
 
     cases = worst_cases(results_dir / "runs")

@@ -10,11 +10,11 @@ from conftest import tiny_spec
 from test_attacks import fake_textfooler_resources, make_ctx, new_victim, tiny_model  # noqa: F401
 
 import robench
-from robench.attack import ExampleResult
 from robench.errors import RobenchError
 from robench.gradients import GradientVictim, GradQuery, bpda, word_gradients
 from robench.registries import ATTACKS
 from robench.results import RunRecord, RunStore
+from robench.types import ExampleResult
 from robench.victim import QueryCounter, Victim
 from robench.worstcase import budget_curve, worst_case, worst_cases
 
@@ -64,9 +64,8 @@ def test_gradient_through_the_imbert_solver_matches_finite_differences(tiny_back
 
 
 def test_bpda_keeps_the_solver_value_and_takes_the_explicit_layer_gradient(tiny_backbone):
-    from transformers.models.bert.modeling_bert import BertLayer
-
     from robench.models.imbert import IMBertLayer
+    from transformers.models.bert.modeling_bert import BertLayer
 
     model = _imbert(tiny_backbone, im_steps=4, im_gamma=0.05).double()
     layer = model.bert.encoder.layer[1]
@@ -96,10 +95,10 @@ def test_gradient_victim_charges_two_queries_per_gradient(tiny_backbone):
     victim = GradientVictim(_victim(tiny_backbone, _imbert(tiny_backbone, im_steps=2)))
     counter = QueryCounter(budget=4)
     (answer,) = victim.predict_many([([GradQuery(TEXT, 0), TEXT], counter)])
-    assert counter.used == 3 and victim.gradient_calls == 1
+    assert counter.queries == 3 and victim.gradient_calls == 1
     assert answer[0].grads.shape == (6, 32) and answer[1].shape == (2,)
     (refused,) = victim.predict_many([([GradQuery(TEXT, 0)], counter)])
-    assert "budget of 4" in str(refused) and counter.used == 3
+    assert "budget of 4" in str(refused) and counter.queries == 3
 
 
 @pytest.mark.parametrize("gradient", ["unrolled", "bpda"])
@@ -142,7 +141,7 @@ def test_transfer_to_an_identical_model_reproduces_the_source_successes(tiny_mod
 
     recipe = ATTACKS.get("transfer:src")
     ctx = make_ctx(settings, new_victim(tiny_model), 16)
-    replay = {r.index: r for r in recipe.attack(ctx, recipe.params())}
+    replay = {r.index: r for r in recipe.attack(ctx, recipe.params()).results}
     for r in source:
         assert replay[r.index].status == r.status
         if r.status == "successful":
@@ -151,7 +150,7 @@ def test_transfer_to_an_identical_model_reproduces_the_source_successes(tiny_mod
     # another subset of the same split: matched by eval-split row and text, not by position in the subset
     shifted = make_ctx(settings, new_victim(tiny_model), 20)
     shifted = dataclasses.replace(shifted, eval_data=shifted.eval_data.select(range(4, 20)))
-    moved = {r.index: r for r in recipe.attack(shifted, recipe.params())}
+    moved = {r.index: r for r in recipe.attack(shifted, recipe.params()).results}
     for r in source[4:]:
         assert moved[r.index - 4].status == r.status
     assert all(moved[i].status == "error" and "not in the source run" in moved[i].error for i in range(12, 16))
@@ -223,8 +222,8 @@ def test_leaderboard_gets_the_worst_case_column_and_flags(settings):
 
 
 def test_worst_case_matches_runs_of_different_subsets_by_eval_split_row_and_text(settings):
+    from robench.data import load_split, texts_of
     from robench.registries import TASKS
-    from robench.tasks import load_split, texts_of
 
     split = [t[0] for t in texts_of(load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local"),
                                     TASKS.get("sst2"))]
