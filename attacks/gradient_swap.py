@@ -61,6 +61,7 @@ from robench.attacks import textfooler
 
 from robench.data import texts_of
 from robench.engine import EngineConfig, Outcome, Request, Search, attack_examples
+from robench.errors import RobenchError
 from robench.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
 from robench.metrics import textattack_metrics
 from robench.registries import ATTACKS
@@ -177,6 +178,9 @@ def describe(params: GradientSwapParams, res: textfooler.TextFoolerResources) ->
 
 
 def _attack(ctx: AttackContext, params: GradientSwapParams) -> AttackOutput:
+    if not getattr(ctx.victim.tokenizer, "is_fast", False):
+        raise RobenchError("gradient-swap maps word pieces to words with a fast tokenizer's offsets; "
+                           f"{type(ctx.victim.tokenizer).__name__} is not a fast tokenizer")
     res = textfooler.load_resources(params, ctx.settings, ctx.victim.device)
     return AttackOutput(attack_with(ctx, params, res), describe(params, res))
 

@@ -180,42 +180,48 @@ def read_results(runs_dir: Path, run_id: str) -> list[ExampleResult]:
 _INTS = {"index", "label", "original_prediction", "perturbed_prediction", "queries", "num_words", "words_perturbed"}
 
 
+def run_labels(records: list[RunRecord]) -> list[str]:
+    """`attack_tag` of each run; a tag two runs share (e.g. two subset sizes) gets its eval size and run id."""
+    tags = [attack_tag(rec.spec) for rec in records]
+    return [tag if tags.count(tag) == 1 else f"{tag} (eval {rec.spec.get('eval_size')}, {rec.run_id})"
+            for tag, rec in zip(tags, records)]
+
+
 def worst_case(members: list[tuple[RunRecord, list[ExampleResult]]], keys: ExampleKeys | None = None
                ) -> WorstCase:
     """Join the runs of one trained model per example (eval-split row and text); flag masking."""
     spec, keys = members[0][0].spec, keys or ExampleKeys()
-    by_run = {attack_tag(rec.spec): {k: r for k, r in keys(rec, res).items() if r.status != "error"}
-              for rec, res in members}
+    labels = run_labels([rec for rec, _ in members])
+    by_run = {label: {k: r for k, r in keys(rec, res).items() if r.status != "error"}
+              for label, (rec, res) in zip(labels, members)}
     common = set.intersection(*(set(d) for d in by_run.values())) if by_run else set()
     accuracy = {label: _accuracy([d[k] for k in common]) for label, d in by_run.items()}
     robust = [all(d[k].status == "failed" for d in by_run.values()) for k in common]
     train_size = "full" if spec.get("train_size") is None else str(spec["train_size"])
-    flags = _flags(members, accuracy)
     return WorstCase(spec["task"], spec["model"], spec["backbone"], train_size, spec["seed"],
                      model_setting_id(spec, (members[0][0].hyperparameters or {}).get("model")),
-                     len(common), sum(robust) / len(robust) if robust else None, accuracy, flags,
-                     {attack_tag(rec.spec): rec.run_id for rec, _ in members})
+                     len(common), sum(robust) / len(robust) if robust else None, accuracy,
+                     _flags(members, labels, accuracy),
+                     {label: rec.run_id for label, (rec, _) in zip(labels, members)})
 
 
 def _accuracy(results: list[ExampleResult]) -> float | None:
     return sum(r.status == "failed" for r in results) / len(results) if results else None
 
 
-def _flags(members: list[tuple[RunRecord, list[ExampleResult]]], accuracy: dict[str, float | None]) -> list[str]:
+def _flags(members: list[tuple[RunRecord, list[ExampleResult]]], labels: list[str],
+           accuracy: dict[str, float | None]) -> list[str]:
     flags: list[str] = []
-    for rec, results in members:
-        label = attack_tag(rec.spec)
+    for label, (rec, results) in zip(labels, members):
         if "zero_gradients" in masking_flags_of_run(rec.metrics) and "zero_gradients" not in flags:
             flags.append("zero_gradients")
         if _family(rec.spec["attack"]) not in NO_BUDGET_CURVE and budget_does_not_fall(budget_curve(results)):
             flags.append(f"no_fall_with_budget:{label}")
-    white = [accuracy[attack_tag(r.spec)] for r, _ in members if is_white_box(r.spec)]
+    white = [accuracy[label] for label, (rec, _) in zip(labels, members) if is_white_box(rec.spec)]
     white = [a for a in white if a is not None]
-    if white:
-        for rec, _ in members:
-            label = attack_tag(rec.spec)
-            if not is_white_box(rec.spec) and accuracy[label] is not None and accuracy[label] < min(white):
-                flags.append(f"blackbox_stronger:{label}")
+    for label, (rec, _) in zip(labels, members):
+        if white and not is_white_box(rec.spec) and accuracy[label] is not None and accuracy[label] < min(white):
+            flags.append(f"blackbox_stronger:{label}")
     return flags
 
 

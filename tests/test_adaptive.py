@@ -241,3 +241,6 @@ def test_worst_case_matches_runs_of_different_subsets_by_eval_split_row_and_text
     assert case.examples == 3
     assert case.accuracy == {"textfooler": 2 / 3, "gradient-swap": 2 / 3}
     assert case.worst_case_accuracy == 1 / 3  # row 1 survives both; row 3 falls to one, row 4 to the other
+    again = run("textfooler", [1, 3, 4], "fff", 3)  # the same attack on the smaller subset: its own column
+    both = worst_case([wide, narrow, again])
+    assert len(both.accuracy) == 3 and both.worst_case_accuracy == 1 / 3
