@@ -36,7 +36,9 @@ The attack, step by step:
 Deviations (on purpose, recorded in the run record):
 
 * the word importance sums the gradient over word pieces (A2T's TextAttack
-  implementation averages them); the ranking uses the L1 norm, as A2T;
+  implementation, GreedyWordSwapWIR(wir_method="gradient"), averages them);
+  the ranking uses the L1 norm, as A2T;
+* every gradient is charged 2 queries (TextAttack charges none for it);
 * HotFlip flips characters or one-hot tokens and uses a beam search; here the
   substitutions are whole words from textfooler's candidate set, only the top
   `verify` = 10 by the first-order estimate are queried (A2T queries every
