@@ -2,6 +2,8 @@
 from robench.attacks import (  # noqa: F401
     advglue,
     bert_attack,
+    gradient_swap,
     textattack,
     textfooler,
+    transfer,
 )

@@ -18,13 +18,15 @@ from robench.errors import RobenchError
 from robench.results import RECORD_FORMAT, RunRecord, atomic_write, iter_records
 from robench.setting import attack_label, model_label, model_setting_id, setting_id, setting_label
 from robench.stats import METRICS as INTERVAL_METRICS
+from robench.worstcase import with_worst_case, write_worst_case
 
 KEYS = ["task", "model", "attack", "backbone", "train_size"]
 ROW = KEYS + ["setting", "seeds", "examples"]  # the leading columns of every leaderboard row
 IDS = ["setting_id", "model_setting_id"]  # trailing columns: the setting and its model part (robench.setting)
 METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
-           "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds"]
+           "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds", "worst_case_accuracy"]
 PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
+           "worst_case_accuracy",
            "robust_accuracy_diff", "shuffle_flip_rate", "top1_share", "top3_share"}
 DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",
         "robust_accuracy_diff_p"]  # with a baseline: this model minus the baseline, paired
@@ -157,13 +159,15 @@ def leaderboard_table(records: Records, baseline: str | None = None) -> pd.DataF
 def markdown(table: pd.DataFrame) -> str:
     metrics = [m for m in METRICS + ANALYSIS_METRICS if f"{m}_mean" in table.columns]
     baseline = "baseline" in table.columns
-    header = ROW + metrics + ([f"robust_accuracy vs {table['baseline'].iloc[0]}"] if baseline else [])
+    flags = ["masking_flags"] if "masking_flags" in table.columns else []  # robench.worstcase
+    header = ROW + metrics + flags + ([f"robust_accuracy vs {table['baseline'].iloc[0]}"] if baseline else [])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
         cells = [_text(row[k]) for k in ROW]
         cells += [format_interval(row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], m in PERCENT)
                   if pd.notna(row.get(f"{m}_ci_low")) else
                   format_mean_std(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
+        cells += [row[f] if isinstance(row[f], str) and row[f] else "–" for f in flags]
         if baseline:
             cells.append(format_difference(row))
         lines.append("| " + " | ".join(cells) + " |")
@@ -236,6 +240,7 @@ def write_leaderboard(results_dir: Path, analysis: bool = False,
                       baseline: str | None = None) -> tuple[pd.DataFrame, Path, Path]:
     """Write `<results_dir>/leaderboard.{csv,md}` from `<results_dir>/runs`; return the table and the paths."""
     table = leaderboard_table(load_records(results_dir / "runs"), baseline)
+    table = with_worst_case(table, write_worst_case(results_dir))  # worst case over attacks, masking flags
     if analysis:
         table = with_analysis(table, analysis_frame(results_dir))
     csv_path, md_path = results_dir / "leaderboard.csv", results_dir / "leaderboard.md"

@@ -58,6 +58,7 @@ class Registry(Generic[T]):
         self.group = f"robench.{kind}"
         self._builtin_package = builtin_package
         self._entries: dict[str, Entry[T]] = {}
+        self._families: dict[str, Callable[[str], T]] = {}  # "transfer" -> factory of `transfer:ARG`
         self._discovered = False
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -70,6 +71,15 @@ class Registry(Generic[T]):
                 raise RobenchError(f"{self.kind} entry {name!r} is registered twice")
             self._entries[name] = Entry(name, "robench", obj=obj)
             return obj
+
+        return decorator
+
+    def register_family(self, prefix: str) -> Callable[[Callable[[str], T]], Callable[[str], T]]:
+        """Decorator: names `prefix:ARG` resolve to `factory(ARG)` (e.g. `transfer:RUN_ID`)."""
+
+        def decorator(factory: Callable[[str], T]) -> Callable[[str], T]:
+            self._families[prefix] = factory
+            return factory
 
         return decorator
 
@@ -90,6 +100,9 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         self._discover()
         entry = self._entries.get(name)
+        prefix, _, arg = name.partition(":")
+        if entry is None and arg and prefix in self._families:
+            return self._families[prefix](arg)
         if entry is None:
             close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
