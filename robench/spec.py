@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +37,11 @@ class RunSpec:
     train: TrainConfig = field(default_factory=TrainConfig)
     model_params: dict[str, Any] = field(default_factory=dict)
     attack_params: dict[str, Any] = field(default_factory=dict)
+    # A model that robench does not train: a saved checkpoint, an in-memory model or a function, identified
+    # by the hash of its weights (or a user-declared name); see robench.checkpoints and robench.evaluation.
+    checkpoint: dict[str, Any] | None = None
+    # A task read from the user's files (robench.file_tasks): its definition and the files' SHA-256.
+    task_source: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,8 +54,17 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        slug = f"{self.task}-{self.model}-{self.attack}-s{self.seed}".replace(":", "_").replace("+", "_")
-        return f"{slug}-{content_hash(self.to_dict())}"
+        slug = re.sub(r"[^\w.-]", "_", f"{self.task}-{self.model}-{self.attack}-s{self.seed}")
+        identity = {k: v for k, v in self.to_dict().items() if v is not None or k not in OPTIONAL}
+        return f"{slug}-{content_hash(identity)}"
+
+    @property
+    def trains(self) -> bool:
+        """True when the run fine-tunes its model (False: it attacks a given checkpoint or model)."""
+        return self.checkpoint is None
+
+
+OPTIONAL = ("checkpoint", "task_source")  # left out of the run id when unset, so older run ids stay valid
 
 
 def content_hash(obj: Any, length: int = 12) -> str:
