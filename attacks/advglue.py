@@ -35,7 +35,7 @@ class AdvGlueParams:
 
 
 def _check(task: Task, params: AdvGlueParams, settings: Settings) -> None:
-    if task.advglue is None:
+    if task.advglue is None and task.adversarial is None:
         load_advglue(task, None, "local")  # raises the "no AdvGLUE split" error
 
 
@@ -53,7 +53,9 @@ def _attack(ctx: AttackContext, params: AdvGlueParams) -> AttackOutput:
         )
         ctx.record(result)
         results.append(result)
-    return AttackOutput(results, {"advglue": "AdvGLUE dev (AI-secure/adversarial-glue dev.json)"})
+    source = f"the task's replay file ({ctx.task.name})" if ctx.task.adversarial is not None else \
+        "AdvGLUE dev (AI-secure/adversarial-glue dev.json)"
+    return AttackOutput(results, {"advglue": source})
 
 
 def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, Any]:

@@ -4,13 +4,14 @@ Python API (the CLI does the same):
 
     import robench
     record = robench.run(robench.RunSpec(model="imbert", attack="advglue", task="sst2", train_size=2000))
+    record = robench.evaluate(my_model, my_tokenizer, task="sst2", attack="textfooler", eval_size=200)
 """
 from robench.errors import RobenchError
 from robench.settings import Settings, resolve_settings
 from robench.spec import RunSpec, TrainConfig
 
 __version__ = "0.1.0"
-__all__ = ["RobenchError", "RunSpec", "Settings", "TrainConfig", "resolve_settings", "run", "train"]
+__all__ = ["RobenchError", "RunSpec", "Settings", "TrainConfig", "evaluate", "resolve_settings", "run", "train"]
 
 
 def run(spec: RunSpec, settings: Settings | None = None, **kwargs):
@@ -25,3 +26,10 @@ def train(spec: RunSpec, settings: Settings | None = None, **kwargs):
     from robench.runner import train as _train
 
     return _train(spec, settings, **kwargs)
+
+
+def evaluate(model, tokenizer=None, **kwargs):
+    """Attack a model you already have (checkpoint, PreTrainedModel or function). See `robench.evaluation`."""
+    from robench.evaluation import evaluate as _evaluate
+
+    return _evaluate(model, tokenizer, **kwargs)

@@ -28,6 +28,8 @@ def _read(path: Path, builder: str, **kwargs):
         return datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True, **kwargs)
     except Exception as exc:  # pandas / arrow errors on malformed files
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "corresponds to no data" in reason:  # datasets' words for a file with a header and no rows
+            raise RobenchError(f"data file {path} has no rows") from exc
         raise RobenchError(f"malformed data file {path}: {reason}") from exc
 
 
@@ -72,7 +74,9 @@ def _map_label_names(ds, names: tuple[str, ...], path: Path, column: str = "labe
 ADVGLUE_FILE = "advglue/dev.json"  # relative to the data dir
 
 def load_advglue(task: Task, data_dir: Path | None, source: Source):
-    """The AdvGLUE dev split matching `task`, with the task's text fields and labels."""
+    """The AdvGLUE dev split matching `task` (or the task's own replay file), with its text fields and labels."""
+    if task.adversarial is not None:
+        return validate(task.adversarial(), task, f"{task.name} replay")
     if task.advglue is None:
         tasks = ", ".join(n for n in TASKS.names() if TASKS.get(n).advglue)
         raise RobenchError(f"task {task.name!r} has no AdvGLUE split (AdvGLUE covers: {tasks})")
@@ -96,7 +100,10 @@ def _require(data_dir: Path | None) -> Path:
 @functools.lru_cache(maxsize=32)
 def load_split(task: Task, split: Split, data_dir: Path | None, source: Source):
     """Load and validate one split of `task` (memoised: datasets are never modified in place)."""
-    ds = task.hub(split) if source == "hub" else task.local(_require(data_dir), split)
+    if not task.uses_data_dir:
+        ds = task.local(None, split)
+    else:
+        ds = task.hub(split) if source == "hub" else task.local(_require(data_dir), split)
     return validate(ds, task, f"{task.name} {split}")
 
 

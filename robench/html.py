@@ -38,6 +38,7 @@ from robench.leaderboard import (
     load_records,
 )
 from robench.results import RunRecord, atomic_write
+from robench.run_page import write_run_pages
 from robench.spec import slug
 
 ROW_KEYS = ["model", "model_label", "backbone", "train_size", "model_setting_id"]  # a table row: a model setting
@@ -112,22 +113,27 @@ class Section:
 
 
 def write_html(results_dir: Path, path: str | Path, baseline: str | None = None) -> Path:
-    """Write the page for `<results_dir>/runs` to `path`; links to the records are relative to it.
+    """Write the page for `<results_dir>/runs` to `path`, and beside it `runs/<run_id>.html`, the page of each
+    included run with per-example results (`robench.run_page`); links are relative to the pages.
     With `baseline`, accuracy-under-attack cells that differ significantly from it are marked."""
-    records = load_records(Path(results_dir) / "runs")
+    runs_dir = Path(results_dir) / "runs"
+    records = load_records(runs_dir)
     page = Path(path).resolve()
-    atomic_write(page, render(records, page.parent, baseline))
+    run_pages = write_run_pages(runs_dir, [rec.run_id for rec in records.current], page.parent / "runs", back=page)
+    atomic_write(page, render(records, page.parent, baseline, run_pages))
     return page
 
 
-def render(records: Records, page_dir: Path, baseline: str | None = None) -> str:
+def render(records: Records, page_dir: Path, baseline: str | None = None,
+           run_pages: dict[str, Path] | None = None) -> str:
+    """The leaderboard page; each seed links to its run's page in `run_pages`, else to its JSON record."""
     frame = frame_of(records.current)
     table = leaderboard_table(records, baseline)
     by_id = {rec.run_id: rec for rec in records.current}
     runs_dir = records.runs_dir.resolve()
     tasks = sorted(frame["task"].unique())
     sections = [_task_section(task, frame[frame["task"] == task], table[table["task"] == task], by_id, runs_dir,
-                              page_dir, baseline) for task in tasks]
+                              page_dir, baseline, run_pages or {}) for task in tasks]
     return _templates().get_template("leaderboard.html.j2").render(
         records=len(frame), tasks=len(tasks), sections=sections, skipped=records.older, baseline=baseline)
 
@@ -147,7 +153,7 @@ def _escape(value: Any) -> str:
 
 
 def _task_section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dict[str, RunRecord],
-                  runs_dir: Path, page_dir: Path, baseline: str | None) -> Section:
+                  runs_dir: Path, page_dir: Path, baseline: str | None, run_pages: dict[str, Path]) -> Section:
     """One row per model setting (ROW_KEYS), one column per attack setting (attack and its label)."""
     variant_of = {r.setting_id: (r.attack, r.attack_label) for r in runs.itertuples()}
     variants = sorted(set(variant_of.values()), key=lambda v: (v[0] != "advglue", v))
@@ -179,7 +185,7 @@ def _task_section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dic
                 for v in queries]
     columns += [Column("Train time (s)", "fine-tuning wall time per checkpoint, mean ± std over seeds"),
                 Column("Resources", "backbone, data, device and attack resources (including substitutes)"),
-                Column("Records", "the run record JSON files, by attack and seed")]
+                Column("Records", "each run's adversarial examples (or its record), by attack and seed")]
 
     rows = []
     for setting in settings:
@@ -201,7 +207,7 @@ def _task_section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dic
         mine = runs[runs["model_setting_id"] == model_setting]
         ids = list(mine.sort_values(["attack", "seed"])["run_id"])
         cells.append(TableCell(_resources([records[i] for i in ids]), ""))
-        cells.append(TableCell(_links(mine, variants, raw, runs_dir, page_dir), ""))
+        cells.append(TableCell(_links(mine, variants, raw, runs_dir, page_dir, run_pages), ""))
         rows.append(cells)
 
     points = [(label(s), vname[v], stats[(s[-1], *v)]) for s in settings for v in variants if (s[-1], *v) in stats]
@@ -296,13 +302,19 @@ def record_href(runs_dir: Path, run_id: Any, page_dir: Path) -> str | None:
 
 
 def _links(runs: pd.DataFrame, variants: list[tuple[str, str]], names: dict[tuple[str, str], str],
-           runs_dir: Path, page_dir: Path) -> Markup:
-    """Per attack setting, a link to each seed's record, relative to the page."""
+           runs_dir: Path, page_dir: Path, run_pages: dict[str, Path]) -> Markup:
+    """Per attack setting, a link to each seed's run page (or record, when it has no per-example results),
+    relative to the page."""
     groups = []
     for variant in variants:
         mine = runs[(runs["attack"] == variant[0]) & (runs["attack_label"] == variant[1])].sort_values("seed")
-        links = [(href, int(seed)) for rid, seed in zip(mine["run_id"], mine["seed"])
-                 if (href := record_href(runs_dir, rid, page_dir)) is not None]
+        links = []
+        for rid, seed in zip(mine["run_id"], mine["seed"]):
+            if (href := record_href(runs_dir, rid, page_dir)) is None:
+                continue  # not a plain file name of an existing record: no link
+            if rid in run_pages:
+                href = quote(Path(os.path.relpath(run_pages[rid], page_dir)).as_posix())
+            links.append((href, int(seed)))
         if links:
             groups.append((names[variant], links))
     return Markup(_templates().get_template("_links.html.j2").render(groups=groups))

@@ -81,9 +81,12 @@ def frame_of(records: list[RunRecord]) -> pd.DataFrame:
                    seed=rec.spec.get("seed"), run_id=rec.run_id, train_seconds=rec.timings.get("train_seconds"),
                    eval_examples=(rec.resources.get("data") or {}).get("eval_examples"))
         row.update({k: v for k, v in rec.metrics.items() if not isinstance(v, (dict, list))})
+        row["_trained"] = rec.spec.get("checkpoint") is None  # False: a given checkpoint or model was attacked
         rows.append(row)
     frame = pd.DataFrame(rows, columns=None if rows else KEYS + ["setting", "seed", "run_id"] + IDS)
     frame["train_size"] = frame["train_size"].fillna(-1).astype(int).astype(str).replace("-1", "full")
+    if rows:
+        frame.loc[~frame.pop("_trained").astype(bool), "train_size"] = "–"
     return frame
 
 

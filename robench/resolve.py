@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from robench.backbones import Backbone, resolve_backbone
+from robench.checkpoints import checkpoint_label_order, parse_label_map
+from robench.data import load_split
 from robench.defense import ComposedDefense, resolve_model
 from robench.errors import RobenchError
+from robench.file_tasks import has_train_file, task_from_definition
 from robench.fingerprint import files_fingerprint, task_fingerprint
 from robench.params import make_params
 from robench.registries import ATTACKS, TASKS
@@ -25,42 +28,62 @@ class ResolvedRun:
     spec: RunSpec
     settings: Settings
     task: Task
-    defense: ComposedDefense
+    defense: ComposedDefense | None  # None: the run attacks a given model (spec.checkpoint)
     model_params: dict[str, Any]  # the defense's hyperparameters, defaults filled in
-    backbone: Backbone
+    backbone: Backbone | None  # None: the run attacks a given model
     train_data: str  # fingerprint of the task's train and eval data
     recipe: AttackRecipe | None = None  # None: training only
     attack_params: Any = None  # the recipe's params dataclass
+    label_order: tuple[int, ...] | None = None  # a saved checkpoint's output for each task label
 
     def hyperparameters(self) -> dict[str, Any]:
-        """Training, defense and attack hyperparameters as recorded in a run record."""
+        """Training, defense and attack hyperparameters as recorded in a run record (of a given model's
+        training settings only the input length applies)."""
         attack = dataclasses.asdict(self.attack_params) if self.attack_params is not None else None
-        return {"train": dataclasses.asdict(self.spec.train), "model": self.model_params, "attack": attack}
+        train = dataclasses.asdict(self.spec.train) if self.spec.trains else {"max_length": self.spec.train.max_length}
+        return {"train": train, "model": self.model_params, "attack": attack}
 
 
 def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> ResolvedRun:
     """Fail fast, before any training, on every bad name, hyperparameter, missing resource or data file in
     `spec`; fingerprint the data the run reads."""
     check_spec(spec)
-    task = TASKS.get(spec.task)
-    defense = resolve_model(spec.model)
-    model_params = defense.resolve_params(spec.model_params)
-    backbone = resolve_backbone(spec.backbone)
-    if backbone.max_positions is not None and spec.train.max_length > backbone.max_positions:
-        raise RobenchError(f"--max-length {spec.train.max_length} exceeds the {backbone.max_positions} positions "
-                           f"of backbone {spec.backbone!r}; use --max-length {backbone.max_positions} or less")
-    if spec.data_source == "local":
+    if spec.trains and spec.task_source is not None and not has_train_file(spec.task_source):
+        raise RobenchError(f"task {spec.task!r} has no train file, so there is nothing to fine-tune on: attack an "
+                           "existing model with --checkpoint (robench.evaluate in Python), or add a train file")
+    task = resolve_task(spec)
+    defense, model_params, backbone, order = None, {}, None, None
+    if spec.trains:
+        defense = resolve_model(spec.model)
+        model_params = defense.resolve_params(spec.model_params)
+        backbone = resolve_backbone(spec.backbone)
+        if backbone.max_positions is not None and spec.train.max_length > backbone.max_positions:
+            raise RobenchError(f"--max-length {spec.train.max_length} exceeds the {backbone.max_positions} "
+                               f"positions of backbone {spec.backbone!r}; use --max-length "
+                               f"{backbone.max_positions} or less")
+    elif spec.checkpoint.get("kind") == "checkpoint":
+        order = checkpoint_label_order(spec.checkpoint["location"], task,
+                                       parse_label_map(spec.checkpoint.get("label_map")))
+    if spec.data_source == "local" and task.uses_data_dir:
         settings.require_data_dir()
     recipe = ATTACKS.get(spec.attack) if attack else None
     attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}") if recipe else None
     if recipe is not None:
         recipe.check(task, attack_params, settings)
-    train_data = task_fingerprint(task, settings, spec.data_source)
+    train_data = data_fingerprint(spec, task, settings)
     data = train_data
-    if recipe is not None and recipe.data_files and spec.data_source == "local":
+    if recipe is not None and recipe.data_files and spec.data_source == "local" and task.uses_data_dir:
         data = content_hash([train_data, files_fingerprint(settings.data_dir, recipe.data_files, settings.cache_dir)])
     spec = dataclasses.replace(spec, data_fingerprint=data)
-    return ResolvedRun(spec, settings, task, defense, model_params, backbone, train_data, recipe, attack_params)
+    return ResolvedRun(spec, settings, task, defense, model_params, backbone, train_data, recipe, attack_params,
+                       order)
+
+
+def data_fingerprint(spec: RunSpec, task: Task, settings: Settings) -> str:
+    """The train and eval data the run reads: a task from files by its files' hashes, else robench.fingerprint."""
+    if spec.task_source is not None:
+        return content_hash(spec.task_source)
+    return task_fingerprint(task, settings, spec.data_source)
 
 
 def check_spec(spec: RunSpec) -> None:
@@ -72,3 +95,14 @@ def check_spec(spec: RunSpec) -> None:
             raise RobenchError(f"{flag} must be a positive integer (or omitted for the whole split), got {size!r}")
     if spec.data_source not in ("local", "hub"):
         raise RobenchError(f"--data-source must be 'local' or 'hub', got {spec.data_source!r}")
+
+
+def resolve_task(spec: RunSpec) -> Task:
+    """A registered task, or the task read from the files in `spec.task_source` (read and validated now: the
+    user's files are small, and their errors should come before any model is loaded)."""
+    if spec.task_source is None:
+        return TASKS.get(spec.task)
+    task = task_from_definition(spec.task_source)
+    for split in ("train", "eval") if spec.trains else ("eval",):
+        load_split(task, split, None, spec.data_source)
+    return task

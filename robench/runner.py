@@ -1,9 +1,9 @@
-"""`run(spec)`: train (or reuse) -> attack -> results. The CLI is a thin layer over this."""
+"""`run(spec)`: train (or reuse, or load a given checkpoint) -> attack -> results. The CLI is a thin layer over this."""
 from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,6 +12,7 @@ from rich.console import Console
 from robench.checkpoints import load_victim
 from robench.data import load_split, subset_indices, texts_of
 from robench.device import pick_device
+from robench.errors import RobenchError
 from robench.estimate import Estimate, estimate
 from robench.locks import file_lock
 from robench.metrics import textattack_metrics
@@ -21,9 +22,21 @@ from robench.settings import Settings, resolve_settings
 from robench.spec import RunSpec, content_hash
 from robench.training import TrainedModel, checkpoint_key, fine_tune, is_cached
 from robench.types import AttackContext, ExampleResult, Source, Task
+from robench.victim import BaseVictim, accuracy
 from robench.words import join_fields
 
 OnEstimate = Callable[[Estimate], None]
+
+
+@dataclass
+class PreparedModel:
+    """The model under attack, ready to query, and what its run record says about it."""
+
+    victim: BaseVictim
+    dev_accuracy: float  # accuracy on the task's whole eval split
+    checkpoint: str  # where its weights are (or what the in-memory model is)
+    backbone: dict[str, Any] | None = None  # the fine-tuned backbone (robench-trained models)
+    timings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,7 @@ class RunPlan:
     checkpoint_cached: bool
     record: Path | None  # None: training only
     record_finished: bool
-    estimate: Estimate | None  # None: nothing left to do
+    estimate: Estimate | None  # None: nothing left to do, or a given checkpoint (no estimate)
 
 
 def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", attack: bool = True) -> RunPlan:
@@ -44,12 +57,14 @@ def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", 
     Trains nothing and writes nothing (the calibration behind the estimate is not cached either)."""
     settings = settings or resolve_settings()
     resolved = resolve_run(spec, settings, attack=attack)
-    checkpoint = settings.checkpoints_dir / checkpoint_key(resolved)
-    cached = is_cached(checkpoint)
     spec = resolved.spec  # with its data fingerprint, so the run id is the one `run` uses
+    given = not spec.trains  # a given checkpoint: nothing to train, and no calibration to estimate from
+    checkpoint = Path(spec.checkpoint.get("location", "")) if given else \
+        settings.checkpoints_dir / checkpoint_key(resolved)
+    cached = given or is_cached(checkpoint)
     record = settings.runs_dir / f"{spec.run_id}.json" if attack else None
     finished = attack and RunStore(settings.runs_dir, spec.run_id).finished() is not None
-    todo = not finished and (attack or not cached)
+    todo = not finished and (attack or not cached) and not given
     cost = estimate(resolved, pick_device(device), cached, persist=False) if todo else None
     return RunPlan(spec, checkpoint, cached, record, finished, cost)
 
@@ -59,6 +74,8 @@ def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
     """Fine-tune (or reuse the cached checkpoint of) `spec.model` on `spec.task`.
 
     `on_estimate` receives the cost estimate before any training starts (none when the checkpoint is cached)."""
+    if not spec.trains:
+        raise RobenchError("the spec names a checkpoint: it is already trained (use run to attack it)")
     resolved = resolve_run(spec, settings or resolve_settings(), attack=False)
     torch_device = pick_device(device)
     if on_estimate is not None and not is_cached(resolved.settings.checkpoints_dir / checkpoint_key(resolved)):
@@ -72,11 +89,15 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
 
     The run id is that of the resolved spec (with its data fingerprint). A second process running the same
     spec waits for the first, then returns its record. `on_estimate` receives the cost estimate of the
-    remaining stages before any of them starts."""
+    remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
+    calibration to estimate from)."""
     settings = settings or resolve_settings()
     resolved = resolve_run(spec, settings)
-    store = RunStore(settings.runs_dir, resolved.spec.run_id)
-    with file_lock(store.lock_path, f"waiting for another process running {resolved.spec.run_id}"):
+    spec = resolved.spec
+    if spec.checkpoint is not None and spec.checkpoint.get("kind") != "checkpoint":
+        raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
+    store = RunStore(settings.runs_dir, spec.run_id)
+    with file_lock(store.lock_path, f"waiting for another process running {spec.run_id}"):
         if not force and (finished := store.finished()) is not None:
             return finished
         return _run(resolved, store, device, console, force, on_estimate)
@@ -86,53 +107,74 @@ def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console |
          on_estimate: OnEstimate | None) -> RunRecord:
     spec, settings = resolved.spec, resolved.settings
     torch_device = pick_device(device)
-    if on_estimate is not None:
-        cached = is_cached(settings.checkpoints_dir / checkpoint_key(resolved))
-        on_estimate(estimate(resolved, torch_device, cached))
     start = time.perf_counter()
-    trained = fine_tune(resolved, torch_device, console)
-    trained_at = time.perf_counter()
+    if spec.trains:
+        if on_estimate is not None:
+            cached = is_cached(settings.checkpoints_dir / checkpoint_key(resolved))
+            on_estimate(estimate(resolved, torch_device, cached))
+            start = time.perf_counter()
+        trained = fine_tune(resolved, torch_device, console)
+        victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
+        model = PreparedModel(victim, trained.record["dev_accuracy"], str(trained.checkpoint),
+                              trained.record["backbone"],
+                              {"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
+                               "train_examples_per_second": trained.record["train_examples_per_second"]})
+    else:
+        victim = load_victim(spec.checkpoint["location"], torch_device, label_order=resolved.label_order,
+                             max_length=spec.train.max_length)
+        model = PreparedModel(victim, dev_accuracy(resolved, victim), spec.checkpoint["location"])
+    model.timings["train_stage_seconds"] = time.perf_counter() - start
+    return attack(resolved, model, store, str(torch_device), console, force)
 
-    task, recipe, attack_params = resolved.task, resolved.recipe, resolved.attack_params
-    victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
+
+def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
+    """Accuracy on the task's whole eval split, as training reports it; leaves the victim's cache empty."""
+    dev = load_split(resolved.task, "eval", resolved.settings.data_dir, resolved.spec.data_source)
+    value = accuracy(victim, texts_of(dev, resolved.task), list(dev["label"]))
+    victim.reset()  # the attack starts from a fresh cache and counters, as on a freshly trained model
+    return value
+
+
+def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device: str,
+           console: Console | None = None, force: bool = False) -> RunRecord:
+    """Attack `model` on the eval subset of `resolved`'s spec, then write and return the run record."""
+    spec, settings, task, recipe = resolved.spec, resolved.settings, resolved.task, resolved.recipe
+    start = time.perf_counter()
     split = (recipe.examples or _task_eval_split)(task, settings, spec.data_source)
     rows = subset_indices(len(split), spec.eval_size, spec.eval_seed)  # never the training seed: paired runs
     eval_data = split if len(rows) == len(split) else split.select(rows)
-    ctx = AttackContext(spec, task, victim, settings, eval_data, trained.record["dev_accuracy"], {},
-                        store.append, console)
+    ctx = AttackContext(spec, task, model.victim, settings, eval_data, model.dev_accuracy, {}, store.append,
+                        console)
     if force:
         store.partial_path.unlink(missing_ok=True)
     done = ctx.done = store.load_partial(_matches(eval_data, task))
 
     def record_progress(result: ExampleResult) -> None:  # the cost so far travels with each result
-        store.append(result, {"attack_seconds": done.attack_seconds + time.perf_counter() - trained_at,
-                              "victim_queries": done.victim_queries + victim.model_evaluations})
+        store.append(result, {"attack_seconds": done.attack_seconds + time.perf_counter() - start,
+                              "victim_queries": done.victim_queries + model.victim.model_evaluations})
 
     ctx.record = record_progress
-    output = recipe.attack(ctx, attack_params)
+    output = recipe.attack(ctx, resolved.attack_params)
     results = sorted({**done, **{r.index: r for r in output.results}}.values(), key=lambda r: r.index)
     metrics = (recipe.summarize or _default_summary)(results, ctx)
-    metrics["dev_accuracy"] = trained.record["dev_accuracy"]
-    end = time.perf_counter()
-
+    metrics["dev_accuracy"] = model.dev_accuracy
+    seconds = time.perf_counter() - start
+    data = {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
+            "task_note": task.note or None, "fingerprint": spec.data_fingerprint, "eval_examples": len(rows),
+            "eval_indices_hash": content_hash(rows)}
+    if spec.task_source is not None:
+        data.update(source="files", data_dir=None, sha256=spec.task_source["sha256"])
+    resources = {"backbone": model.backbone, "data": data, "attack": output.resources, "device": device}
+    if not spec.trains:
+        resources["model"] = {**spec.checkpoint, "label_order": resolved.label_order}
+    seconds += done.attack_seconds  # a resumed attack's earlier processes count too
+    timings = {"train_seconds": None, **model.timings, "attack_seconds": seconds,
+               "total_seconds": model.timings.get("train_stage_seconds", 0.0) + seconds,
+               "victim_queries": done.victim_queries + model.victim.model_evaluations, "resumed_examples": len(done)}
     record = RunRecord(
-        run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=resolved.hyperparameters(),
-        resources={
-            "backbone": trained.record["backbone"],
-            "data": {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
-                     "task_note": task.note or None, "fingerprint": spec.data_fingerprint,
-                     "eval_examples": len(rows), "eval_indices_hash": content_hash(rows)},
-            "attack": output.resources,
-            "device": str(torch_device),
-        },
-        metrics=metrics,
-        timings={"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
-                 "train_examples_per_second": trained.record["train_examples_per_second"],
-                 "train_stage_seconds": trained_at - start,
-                 "attack_seconds": done.attack_seconds + end - trained_at,
-                 "total_seconds": done.attack_seconds + end - start,
-                 "victim_queries": done.victim_queries + victim.model_evaluations, "resumed_examples": len(done)},
-        checkpoint=str(trained.checkpoint), versions=package_versions(), git_commit=git_commit(), created=now(),
+        run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=resolved.hyperparameters(), resources=resources,
+        metrics=metrics, timings=timings, checkpoint=model.checkpoint, versions=package_versions(),
+        git_commit=git_commit(), created=now(),
     )
     store.finish(record, results)
     return record

@@ -46,6 +46,11 @@ class RunSpec:
     # content hash of the data the run reads; `robench.resolve.resolve_run` fills it in, so the run id
     # changes when the data does (None: not resolved yet)
     data_fingerprint: str | None = None
+    # A model that robench does not train: a saved checkpoint, an in-memory model or a function, identified
+    # by the hash of its weights (or a user-declared name); see robench.checkpoints and robench.evaluation.
+    checkpoint: dict[str, Any] | None = None
+    # A task read from the user's files (robench.file_tasks): its definition and the files' SHA-256.
+    task_source: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +63,16 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return f"{slug(f'{self.task}-{self.model}-{self.attack}-s{self.seed}')}-{content_hash(self.to_dict())}"
+        identity = {k: v for k, v in self.to_dict().items() if v is not None or k not in OPTIONAL}
+        return f"{slug(f'{self.task}-{self.model}-{self.attack}-s{self.seed}')}-{content_hash(identity)}"
+
+    @property
+    def trains(self) -> bool:
+        """True when the run fine-tunes its model (False: it attacks a given checkpoint or model)."""
+        return self.checkpoint is None
+
+
+OPTIONAL = ("checkpoint", "task_source")  # left out of the run id when unset, so older run ids stay valid
 
 
 def slug(text: str) -> str:

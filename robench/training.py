@@ -52,11 +52,14 @@ class TrainedModel:
 def checkpoint_key(run: ResolvedRun) -> str:
     """Hash of everything that determines the fine-tuned weights (not the attack)."""
     spec = run.spec
-    return content_hash({
+    key = {
         "format": TRAINING_FORMAT, "task": spec.task, "model": spec.model, "backbone": run.backbone.fingerprint,
         "seed": spec.seed, "train_size": spec.train_size, "data_source": spec.data_source,
         "train": asdict(spec.train), "model_params": run.model_params, "data": run.train_data,
-    }, length=16)
+    }
+    if spec.task_source is not None:  # a task from files: its definition and the files' hashes
+        key["task_source"] = spec.task_source
+    return content_hash(key, length=16)
 
 
 def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = None) -> TrainedModel:
@@ -81,6 +84,8 @@ def _train(run: ResolvedRun, target: Path, device: torch.device, console: Consol
 
     set_seed(spec.seed)
     model = defense.build(backbone.location, task.num_labels, params).to(device)
+    model.config.id2label = dict(enumerate(task.label_names))  # so `--checkpoint` maps the outputs by name
+    model.config.label2id = {name: i for i, name in enumerate(task.label_names)}
     history, seconds = _train_loop(model, tokenizer, task, train, dev, spec, defense.objective(model, params),
                                    device, console)
     record = {

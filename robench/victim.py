@@ -17,12 +17,13 @@ are enforced in one place, at the victim boundary (as OpenAttack does).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from robench.device import autocast
+from robench.errors import RobenchError
 
 Text = tuple[str, ...]  # one string per task text field
 
@@ -52,21 +53,23 @@ class QueryCounter:
         self.queries += n
 
 
-class Victim:
-    def __init__(self, model, tokenizer, device: torch.device, *, batch_size: int = 64,
-                 max_length: int = 128) -> None:
-        self.model = model.to(device).eval()
-        self.tokenizer = tokenizer
-        self.device = device
+class BaseVictim:
+    """Prediction caching, query counting and budgets; subclasses say how a batch becomes probabilities."""
+
+    def __init__(self, *, batch_size: int = 64, label_order: Sequence[int] | None = None) -> None:
         self.batch_size = batch_size
-        self.max_length = max_length
+        self.label_order = list(label_order) if label_order is not None else None  # task label -> model output
         self.model_evaluations = 0  # inputs run through the model (cache misses); not per-example queries
         self.forward_calls = 0  # batches sent through the model
         self._cache: dict[Text, np.ndarray] = {}
 
     @property
     def num_labels(self) -> int:
-        return self.model.config.num_labels
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget cached predictions and zero the counters."""
+        self.model_evaluations, self.forward_calls, self._cache = 0, 0, {}
 
     def predict_proba(self, inputs: Sequence[Text], counter: QueryCounter | None = None) -> np.ndarray:
         """Class probabilities, shape (len(inputs), num_labels), in input order.
@@ -101,13 +104,6 @@ class Victim:
     def predict(self, inputs: Sequence[Text]) -> np.ndarray:
         return self.predict_proba(inputs).argmax(axis=1)
 
-    def encode(self, batch: Sequence[Text]) -> dict[str, torch.Tensor]:
-        """Tokenize with dynamic padding (to the longest input in the batch)."""
-        fields = list(zip(*batch))
-        enc = self.tokenizer(*fields, padding=True, truncation=True, max_length=self.max_length,
-                             return_tensors="pt")
-        return {k: v.to(self.device) for k, v in enc.items()}
-
     def _fill(self, inputs: Sequence[Text]) -> None:
         """Evaluate every input not yet cached, shortest first, in batches of `batch_size`."""
         todo = list(dict.fromkeys(x for x in inputs if x not in self._cache))
@@ -117,22 +113,85 @@ class Victim:
         todo.sort(key=lambda x: sum(len(s) for s in x))
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start:start + self.batch_size]
-            for text, probs in zip(chunk, self._forward(chunk)):
-                self._cache[text] = probs
+            self.forward_calls += 1
+            probs = self._forward(chunk)
+            if self.label_order is not None:
+                probs = probs[:, self.label_order]
+            for text, row in zip(chunk, probs):
+                self._cache[text] = row
 
     def _lookup(self, texts: list[Text]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.num_labels), dtype=np.float32)
         return np.stack([self._cache[x] for x in texts])
 
+    def _forward(self, batch: Sequence[Text]) -> np.ndarray:
+        """Probabilities for `batch`, columns in the model's own output order."""
+        raise NotImplementedError
+
+
+class Victim(BaseVictim):
+    """A Hugging Face sequence classifier and its tokenizer."""
+
+    def __init__(self, model, tokenizer, device: torch.device, *, batch_size: int = 64,
+                 max_length: int = 128, label_order: Sequence[int] | None = None) -> None:
+        super().__init__(batch_size=batch_size, label_order=label_order)
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.device = device
+        self.max_length = max_length
+
+    @property
+    def num_labels(self) -> int:
+        return self.model.config.num_labels
+
+    def encode(self, batch: Sequence[Text]) -> dict[str, torch.Tensor]:
+        """Tokenize with dynamic padding (to the longest input in the batch)."""
+        fields = list(zip(*batch))
+        enc = self.tokenizer(*fields, padding=True, truncation=True, max_length=self.max_length,
+                             return_tensors="pt")
+        return {k: v.to(self.device) for k, v in enc.items()}
+
     @torch.inference_mode()
     def _forward(self, batch: Sequence[Text]) -> np.ndarray:
-        self.forward_calls += 1
         with autocast(self.device):
             logits = self.model(**self.encode(batch)).logits
         return torch.softmax(logits.float(), dim=-1).cpu().numpy()
 
 
-def accuracy(victim: Victim, texts: Sequence[Text], labels: Sequence[int]) -> float:
+class CallableVictim(BaseVictim):
+    """Any model as a function `list[str] | list[tuple[str, str]] -> logits` (shape: inputs x labels).
+
+    Single-sentence tasks pass strings, sentence-pair tasks (text_a, text_b) tuples; the logits'
+    columns are in the task's label order (or reordered by `label_order`). Like TextAttack's
+    model wrapper, but with robench's batching, caching and query counting.
+    """
+
+    def __init__(self, fn: Callable[[list], Any], num_labels: int, *, batch_size: int = 64,
+                 label_order: Sequence[int] | None = None, device: torch.device | None = None) -> None:
+        super().__init__(batch_size=batch_size, label_order=label_order)
+        self.fn = fn
+        self._num_labels = num_labels
+        self.device = device or torch.device("cpu")  # where recipes put their own models (encoders, MLMs)
+
+    @property
+    def num_labels(self) -> int:
+        return self._num_labels
+
+    def _forward(self, batch: Sequence[Text]) -> np.ndarray:
+        inputs = [x[0] if len(x) == 1 else tuple(x) for x in batch]
+        out = self.fn(inputs)
+        if isinstance(out, torch.Tensor):
+            out = out.detach().float().cpu().numpy()
+        logits = np.asarray(out, dtype=np.float64)
+        if logits.shape != (len(batch), self._num_labels):
+            raise RobenchError(f"the model function returned logits of shape {logits.shape} for {len(batch)} "
+                               f"inputs; expected ({len(batch)}, {self._num_labels})")
+        logits = logits - logits.max(axis=1, keepdims=True)
+        probs = np.exp(logits)
+        return (probs / probs.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def accuracy(victim: BaseVictim, texts: Sequence[Text], labels: Sequence[int]) -> float:
     preds = victim.predict(texts)
     return float(np.mean(preds == np.asarray(labels)))

@@ -23,6 +23,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "robench.cli.analyze",
     "robench.cli.grid",
     "robench.cli.compare",
+    "robench.cli.show",
 )
 
 

@@ -24,10 +24,20 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
 
 def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
     """The RunSpec flags (model, task, backbone, seeds, sizes, training hyperparameters)."""
-    p.add_argument("--model", default="bert", help="registered model, or architecture+objective (e.g. imbert+freelb)")
+    p.add_argument("--model", help="registered model, or architecture+objective (e.g. imbert+freelb); default: bert")
     if attack:
         p.add_argument("--attack", default="advglue", help="registered attack recipe (default: advglue)")
-    p.add_argument("--task", default="sst2", help="registered task (default: sst2)")
+        p.add_argument("--checkpoint", metavar="PATH_OR_HUB_ID",
+                       help="attack this saved sequence classifier instead of fine-tuning one (no training)")
+        p.add_argument("--label-map", metavar="0=NAME,1=NAME",
+                       help="the checkpoint's outputs as task label names, when its id2label does not say")
+    p.add_argument("--task", default="sst2",
+                   help="registered task, a task file (my_task.toml), or csv:FILE / tsv: / jsonl: / parquet: "
+                        "(default: sst2)")
+    p.add_argument("--text-column", help="with --task FORMAT:FILE: the text column, or two comma-separated "
+                                         "for sentence pairs (default: text)")
+    p.add_argument("--label-column", help="with --task FORMAT:FILE: the label column (default: label)")
+    p.add_argument("--labels", help="with --task FORMAT:FILE: the label names in index order, comma-separated")
     p.add_argument("--backbone", default="minilm", help="minilm (embedded), a local path or a hub id")
     p.add_argument("--seed", type=int, nargs="+", default=[0], help="one or more seeds (default: 0)")
     p.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
@@ -79,12 +89,41 @@ def specs_from_args(args, settings):
         train = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=args.max_length)
     except BadValue as exc:
         raise RobenchError(f"--{exc.name.replace('_', '-')} must be {exc.requirement}, got {exc.value!r}") from exc
+    fields = dict(task=args.task, model=args.model or "bert", backbone=args.backbone, train=train,
+                  data_source=source)
+    fields.update(_task_fields(args, settings))
+    if getattr(args, "checkpoint", None):
+        if args.model is not None:
+            raise RobenchError("--checkpoint attacks a trained model as it is; drop --model")
+        from robench.checkpoints import checkpoint_fields
+
+        fields.update(checkpoint_fields(args.checkpoint, args.label_map, settings.cache_dir),
+                      train=TrainConfig(max_length=args.max_length))  # nothing is trained: only the length matters
+        train_size = None
+    elif getattr(args, "label_map", None):
+        raise RobenchError("--label-map names a checkpoint's outputs: use it with --checkpoint")
     for seed in args.seed:
-        yield RunSpec(task=args.task, model=args.model, attack=attack,
-                      backbone=args.backbone, seed=seed, train_size=train_size, eval_size=eval_size,
-                      eval_seed=args.eval_seed,
-                      data_source=source, train=train, model_params=parse_assignments(args.param),
-                      attack_params=parse_assignments(getattr(args, "attack_param", [])))
+        yield RunSpec(attack=attack, seed=seed, train_size=train_size, eval_size=eval_size, eval_seed=args.eval_seed,
+                      model_params=parse_assignments(args.param),
+                      attack_params=parse_assignments(getattr(args, "attack_param", [])), **fields)
+
+
+def _task_fields(args, settings) -> dict:
+    """`task_source` (and the task's name) for a task read from files; nothing for a registered task."""
+    from robench.file_tasks import file_task_definition, is_file_task
+
+    if not is_file_task(args.task):
+        if args.text_column or args.label_column or args.labels:
+            raise RobenchError("--text-column, --label-column and --labels describe a task read from a file: "
+                               "use them with --task csv:FILE (or tsv:, jsonl:, parquet:)")
+        return {}
+    definition = file_task_definition(args.task, _comma_list(args.text_column), args.label_column,
+                                      _comma_list(args.labels), settings.cache_dir)
+    return {"task": definition["name"], "task_source": definition, "data_source": "local"}
+
+
+def _comma_list(text: str | None) -> list[str] | None:
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
 def progress_console(args) -> Console | None:

@@ -66,7 +66,8 @@ def print_plan(spec, settings, device: str, attack: bool) -> None:
     if p.record is not None:
         print(f"record: {p.record} ({'finished' if p.record_finished else 'to run'})")
     if p.estimate is None:
-        print("nothing to do: everything is cached")
+        print("nothing to do: everything is cached" if p.record_finished or not attack else
+              "no cost estimate for a model robench did not train")
     else:
         print(p.estimate.line())
         if (advice := p.estimate.advice()) is not None:

@@ -1,0 +1,62 @@
+"""`robench show RUN_ID`: a finished run's attacked examples in the terminal, changed words highlighted."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from robench.cli.common import settings_from_args
+
+STATUS_STYLE = {"successful": "bold red", "failed": "green", "skipped": "dim", "error": "bold magenta"}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("show", help="a run's attacked examples, original vs adversarial, changed words highlighted")
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id (the record's file name) or a unique prefix of one")
+    p.add_argument("--outcome", choices=["all", "successful", "failed", "skipped", "error"], default="all")
+    p.add_argument("--limit", type=int, default=20, help="show at most this many examples (default: 20; 0: all)")
+    p.add_argument("--html", metavar="PATH", help="also write the run's static page (filterable by outcome)")
+    p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
+    p.set_defaults(handler=cmd_show)
+
+
+def cmd_show(args) -> None:
+    from robench.adversarial_examples import load_run
+
+    runs_dir = settings_from_args(args).runs_dir
+    run = load_run(runs_dir, args.run_id)
+    console = Console()
+    console.print(examples_table(run, args.outcome, args.limit))
+    if args.html:
+        from robench.run_page import write_run_page
+
+        print(f"wrote {write_run_page(runs_dir, run.record.run_id, args.html)}")
+
+
+def examples_table(run, outcome: str, limit: int) -> Table:
+    from robench.adversarial_examples import word_diff
+
+    spec = run.record.spec
+    chosen = [e for e in run.examples if outcome in ("all", e.status)]
+    shown = chosen[:limit] if limit > 0 else chosen
+    counts = ", ".join(f"{n} {o}" for o, n in run.counts().items() if n)
+    table = Table(title=f"{spec['model']} × {spec['attack']} on {spec['task']} (seed {spec['seed']}): {counts}",
+                  caption=f"{len(shown)} of {len(chosen)} {'' if outcome == 'all' else outcome + ' '}examples; "
+                          f"run {run.record.run_id}", show_lines=True)
+    for name, justify in (("#", "right"), ("outcome", "left"), ("label", "left"), ("prediction", "left"),
+                          ("queries", "right"), ("original", "left"), ("adversarial", "left")):
+        table.add_column(name, justify=justify, overflow="fold")
+    for e in shown:
+        original, adversarial = word_diff(e.original_text, e.perturbed_text)
+        table.add_row(str(e.index), Text(e.status, STATUS_STYLE.get(e.status, "")), run.label(e.label),
+                      f"{run.label(e.original_prediction)} → {run.label(e.perturbed_prediction)}", str(e.queries),
+                      _styled(original, "bold red strike") if original else Text("(replayed: no original)", "dim"),
+                      _styled(adversarial, "bold green"))
+    return table
+
+
+def _styled(pieces, style: str) -> Text:
+    text = Text()
+    for piece in pieces:
+        text.append(piece.text, style if piece.changed else "")
+    return text
