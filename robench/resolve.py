@@ -51,12 +51,13 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
                            f"of backbone {spec.backbone!r}; use --max-length {backbone.max_positions} or less")
     if spec.data_source == "local":
         settings.require_data_dir()
-    recipe = ATTACKS.get(spec.attack) if attack else None
-    attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}") if recipe else None
-    if recipe is not None:
+    recipe = attack_params = None
+    if attack:
+        recipe = ATTACKS.get(spec.attack)
+        attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
         recipe.check(task, attack_params, settings)
     train_data = task_fingerprint(task, settings, spec.data_source)
-    data = train_data
+    data = train_data  # the run's fingerprint adds the files the recipe reads itself (AdvGLUE's)
     if recipe is not None and recipe.data_files and spec.data_source == "local":
         data = content_hash([train_data, files_fingerprint(settings.data_dir, recipe.data_files, settings.cache_dir)])
     spec = dataclasses.replace(spec, data_fingerprint=data)
