@@ -66,8 +66,9 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
 
 def check_spec(spec: RunSpec) -> None:
     """Seeds, subset sizes and the data source (the training hyperparameters check themselves)."""
-    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int) or not 0 <= spec.seed <= MAX_SEED:
-        raise RobenchError(f"--seed must be an integer from 0 to {MAX_SEED}, got {spec.seed!r}")
+    for flag, seed in (("--seed", spec.seed), ("--eval-seed", spec.eval_seed)):
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise RobenchError(f"{flag} must be an integer from 0 to {MAX_SEED}, got {seed!r}")
     for flag, size in (("--train-size", spec.train_size), ("--eval-size", spec.eval_size)):
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise RobenchError(f"{flag} must be a positive integer (or omitted for the whole split), got {size!r}")
