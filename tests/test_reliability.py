@@ -336,6 +336,11 @@ def test_unsafe_plugin_entry_points_are_skipped(monkeypatch, caplog):
     assert "../../x" not in names and "not allowed" in caplog.text
 
 
+def test_family_arguments_are_safe_names(settings, tiny_backbone):
+    with pytest.raises(RobenchError, match="is not allowed"):
+        robench.run(tiny_spec(tiny_backbone, attack="transfer:../../x"), settings, device="cpu")
+
+
 def test_run_ids_are_safe_file_names():
     run_id = RunSpec(task="../../x", model="a/b", attack="[c]").run_id
     assert "/" not in run_id and not run_id.startswith(".") and "[" not in run_id
