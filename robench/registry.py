@@ -102,7 +102,7 @@ class Registry(Generic[T]):
         entry = self._entries.get(name)
         prefix, _, arg = name.partition(":")
         if entry is None and arg and prefix in self._families:
-            return self._families[prefix](arg)
+            return self._families[prefix](check_name(self.kind[:-1], name).partition(":")[2])  # ARG names a file
         if entry is None:
             close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""

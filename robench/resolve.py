@@ -66,12 +66,13 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
                                        parse_label_map(spec.checkpoint.get("label_map")))
     if spec.data_source == "local" and task.uses_data_dir:
         settings.require_data_dir()
-    recipe = ATTACKS.get(spec.attack) if attack else None
-    attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}") if recipe else None
-    if recipe is not None:
+    recipe = attack_params = None
+    if attack:
+        recipe = ATTACKS.get(spec.attack)
+        attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
         recipe.check(task, attack_params, settings)
     train_data = data_fingerprint(spec, task, settings)
-    data = train_data
+    data = train_data  # the run's fingerprint adds the files the recipe reads itself (AdvGLUE's)
     if recipe is not None and recipe.data_files and spec.data_source == "local" and task.uses_data_dir:
         data = content_hash([train_data, files_fingerprint(settings.data_dir, recipe.data_files, settings.cache_dir)])
     spec = dataclasses.replace(spec, data_fingerprint=data)
@@ -88,8 +89,9 @@ def data_fingerprint(spec: RunSpec, task: Task, settings: Settings) -> str:
 
 def check_spec(spec: RunSpec) -> None:
     """Seeds, subset sizes and the data source (the training hyperparameters check themselves)."""
-    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int) or not 0 <= spec.seed <= MAX_SEED:
-        raise RobenchError(f"--seed must be an integer from 0 to {MAX_SEED}, got {spec.seed!r}")
+    for flag, seed in (("--seed", spec.seed), ("--eval-seed", spec.eval_seed)):
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise RobenchError(f"{flag} must be an integer from 0 to {MAX_SEED}, got {seed!r}")
     for flag, size in (("--train-size", spec.train_size), ("--eval-size", spec.eval_size)):
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise RobenchError(f"{flag} must be a positive integer (or omitted for the whole split), got {size!r}")

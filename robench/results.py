@@ -64,7 +64,7 @@ def atomic_write(path: Path, text: str) -> None:
 def _umask() -> int:
     """The process's umask: from /proc on Linux, else by setting it and putting it back at once."""
     try:
-        with open("/proc/self/status", encoding="ascii") as fh:
+        with open("/proc/self/status", encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 if line.startswith("Umask:"):
                     return int(line.split()[1], 8)

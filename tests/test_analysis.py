@@ -258,7 +258,8 @@ def test_leaderboard_with_analysis_columns(tmp_path, capsys):
 # --- end to end --------------------------------------------------------------------------
 
 def test_analyze_end_to_end_through_the_cli_and_the_api(settings, tiny_backbone, tiny_data, capsys):
-    argv = ["analyze", "--preset", "paper", "--backbone", str(tiny_backbone), "--epochs", "1", "--batch-size", "16", "--max-length", "32",
+    argv = ["analyze", "--preset", "paper", "--backbone", str(tiny_backbone), "--epochs", "1", "--batch-size", "16",
+            "--max-length", "32",
             "--lr", "1e-3", "--examples", "8", "--shuffles", "3", "--data-dir", str(tiny_data),
             "--cache-dir", str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--device", "cpu",
             "--quiet"]

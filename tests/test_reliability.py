@@ -148,6 +148,7 @@ def test_fingerprint_cache_is_keyed_by_size_and_mtime_and_survives_damage(tmp_pa
     (["--attack", "textfooler", "--attack-param", "similarity_threshold=nan"], "similarity_threshold must be finite"),
     (["--seed", "-1"], "--seed must be an integer from 0"),
     (["--seed", "99999999999"], "--seed must be an integer from 0"),
+    (["--eval-seed", "-2"], "--eval-seed must be an integer from 0"),
     (["--eval-size", "0"], "--eval-size must be a positive integer"),
     (["--train-size", "-3"], "--train-size must be a positive integer"),
     (["--max-length", "4096"], "exceeds the 128 positions"),
@@ -333,6 +334,11 @@ def test_unsafe_plugin_entry_points_are_skipped(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, "robench"):
         names = reg.names()
     assert "../../x" not in names and "not allowed" in caplog.text
+
+
+def test_family_arguments_are_safe_names(settings, tiny_backbone):
+    with pytest.raises(RobenchError, match="is not allowed"):
+        robench.run(tiny_spec(tiny_backbone, attack="transfer:../../x"), settings, device="cpu")
 
 
 def test_run_ids_are_safe_file_names():

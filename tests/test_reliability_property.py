@@ -20,7 +20,7 @@ from robench.cli import main
 from robench.results import RunRecord
 from robench.spec import TrainConfig
 
-FLAGS = ("--seed", "--train-size", "--eval-size", "--epochs", "--lr", "--batch-size", "--max-length")
+FLAGS = ("--seed", "--eval-seed", "--train-size", "--eval-size", "--epochs", "--lr", "--batch-size", "--max-length")
 NUMBERS = st.one_of(
     st.integers(min_value=-2**70, max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
@@ -80,7 +80,7 @@ def _clear_error_or_valid(capsys, argv) -> int:
 
 
 def _valid(spec) -> None:
-    assert 0 <= spec.seed < 2**32 and spec.data_fingerprint
+    assert 0 <= spec.seed < 2**32 and 0 <= spec.eval_seed < 2**32 and spec.data_fingerprint
     assert all(size is None or size >= 1 for size in (spec.train_size, spec.eval_size))
     TrainConfig(**dataclasses.asdict(spec.train))  # re-validates: finite and in range
     for value in (*spec.model_params.values(), *spec.attack_params.values()):

@@ -317,7 +317,7 @@ def test_deepwordbug_end_to_end_with_budget_and_resume(settings, tiny_backbone):
     """A cheap recipe (no model resources) through the runner: records, budget, and resume from ctx.done."""
     spec = tiny_spec(tiny_backbone, attack="textattack:deepwordbug", eval_size=6, attack_params={"query_budget": 5})
     resolved = resolve_run(spec, settings)
-    first = subset(load_split(resolved.task, "eval", settings.data_dir, "local"), 6, 0)[0]
+    first = subset(load_split(resolved.task, "eval", settings.data_dir, "local"), 6, spec.eval_seed)[0]
     planted = ExampleResult(index=0, label=first["label"], original_text=first["sentence"], perturbed_text="x",
                             original_prediction=1, perturbed_prediction=1, status="failed", queries=3, num_words=1)
     store = RunStore(settings.runs_dir, resolved.spec.run_id)
