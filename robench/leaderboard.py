@@ -27,15 +27,19 @@ METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop",
            "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds", "worst_case_accuracy"]
 PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
            "worst_case_accuracy",
-           "robust_accuracy_diff", "shuffle_flip_rate", "top1_share", "top3_share"}
+           "robust_accuracy_diff", "shuffle_flip_rate", "top1_share", "top3_share",
+           "blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall", "probe_uuas_best"}
 DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",
         "robust_accuracy_diff_p"]  # with a baseline: this model minus the baseline, paired
 # `robench analyze` columns (leaderboard --with-analysis); an analysis does not depend on the attack
 ANALYSIS_KEYS = ["task", "model", "backbone", "train_size", "model_setting_id"]
 ANALYSIS_METRICS = ["shuffle_flip_rate", "shuffle_gold_prob_abs_change", "top1_share", "top3_share", "gini",
-                    "entropy", "token_cosine", "cls_effective_rank", "cka_mean", "cka_last"]
+                    "entropy", "token_cosine", "cls_effective_rank", "cka_mean", "cka_last",
+                    # `robench analyze --syntax` (empty for analyses without it)
+                    "blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall",
+                    "probe_uuas_best", "probe_spearman_best"]
 DIGITS = {"shuffle_gold_prob_abs_change": 3, "gini": 3, "entropy": 2, "token_cosine": 3, "cka_mean": 3,
-          "cka_last": 3}  # decimals in Markdown (default 1)
+          "cka_last": 3, "probe_spearman_best": 3}  # decimals in Markdown (default 1)
 
 
 @dataclass(frozen=True)

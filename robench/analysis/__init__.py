@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from robench.analysis.records import AnalysisConfig, AnalysisRecord, analysis_id
+from robench.analysis.syntax_config import SyntaxConfig
 from robench.errors import RobenchError
 from robench.results import atomic_write
 from robench.settings import Settings, resolve_settings
@@ -33,13 +34,15 @@ def analysis_dir(settings: Settings) -> Path:
 
 
 def analyze(spec: RunSpec, settings: Settings | None = None, device: str = "auto", n_examples: int = 100,
-            shuffles: int = 5, console=None, force: bool = False, batch_size: int = 32) -> AnalysisRecord:
+            shuffles: int = 5, console=None, force: bool = False, batch_size: int = 32,
+            syntax: SyntaxConfig | None = None) -> AnalysisRecord:
     """Fine-tune (or reuse the cached checkpoint of) `spec`, measure the diagnostics, write the record.
 
-    An existing record of the same spec and settings is returned unless `force`.
+    An existing record of the same spec and settings is returned unless `force`. `syntax` adds BLiMP
+    through the frozen MLM head and the structural probe (`robench.analysis.syntax`).
     """
     settings = settings or resolve_settings()
-    config = AnalysisConfig(n_examples, shuffles, batch_size)
+    config = AnalysisConfig(n_examples, shuffles, batch_size, syntax)
     path = analysis_dir(settings) / f"{analysis_id(spec, config)}.json"
     if not force and path.is_file():
         return read_analysis(path)

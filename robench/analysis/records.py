@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from robench.analysis.syntax_config import SyntaxConfig
 from robench.errors import RobenchError
 from robench.spec import RunSpec, content_hash
 
@@ -16,6 +17,7 @@ class AnalysisConfig:
     examples: int = 100  # eval examples, chosen by the spec's seed
     shuffles: int = 5  # random word shuffles per example
     batch_size: int = 32  # examples per forward pass when reading hidden states
+    syntax: SyntaxConfig | None = None  # BLiMP and the structural probe (docs/analysis.md); None: skipped
 
     def __post_init__(self) -> None:
         for name in ("examples", "shuffles", "batch_size"):
@@ -38,6 +40,7 @@ class AnalysisRecord:
     git_commit: str | None = None
     created: str = ""
     kind: str = "analysis"
+    syntax: dict[str, Any] | None = None  # BLiMP per set / field, probe per layer, both encoders (--syntax)
 
 
 def analysis_id(spec: RunSpec, config: AnalysisConfig) -> str:
@@ -45,5 +48,6 @@ def analysis_id(spec: RunSpec, config: AnalysisConfig) -> str:
     d = spec.to_dict()
     for key in ("attack", "attack_params", "eval_size", "eval_seed"):
         d.pop(key)
-    key = content_hash({"format": ANALYSIS_FORMAT, "spec": d, "config": asdict(config)})
+    settings = {k: v for k, v in asdict(config).items() if not (k == "syntax" and v is None)}  # old ids stay
+    key = content_hash({"format": ANALYSIS_FORMAT, "spec": d, "config": settings})
     return f"{spec.task}-{spec.model}-s{spec.seed}".replace(":", "_").replace("+", "_") + f"-{key}"

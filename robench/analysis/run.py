@@ -11,6 +11,7 @@ import torch
 from robench.analysis.metrics import effective_rank
 from robench.analysis.probes import RepresentationStats, deletion_importances, shuffle_effects, summarize_words
 from robench.analysis.records import CHUNK, AnalysisConfig, AnalysisRecord
+from robench.analysis.syntax import measure_syntax, require_inputs
 from robench.backbones import resolve_backbone
 from robench.checkpoints import load_victim
 from robench.data import load_split, subset, texts_of
@@ -27,6 +28,7 @@ from robench.victim import Victim
 
 def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: str, console) -> AnalysisRecord:
     start = time.perf_counter()
+    syntax_inputs = require_inputs(settings, spec.backbone) if config.syntax else None  # fail before training
     trained = train(spec, settings, device, console)
     torch_device = pick_device(device)
     task = TASKS.get(spec.task)
@@ -42,20 +44,28 @@ def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: s
         metrics.update(_word_probes(victim, texts, labels, config.shuffles, spec.seed, progress))
         probed = time.perf_counter()
         stats = _representations(victim, pretrained, texts, config.batch_size, progress)
+        represented = time.perf_counter()
+        syntax = None if syntax_inputs is None else measure_syntax(
+            syntax_inputs, victim.model, pretrained, victim.tokenizer, backbone, settings, config.syntax,
+            torch_device, progress)
     end = time.perf_counter()
     cka = [acc.value() for acc in stats.cka]
     metrics.update(_representation_metrics(stats), cka_mean=float(np.mean(cka[1:] or cka)), cka_last=cka[-1])
+    metrics.update(syntax.metrics if syntax else {})
     return AnalysisRecord(
         analysis_id="", run_id=spec.run_id, spec=spec.to_dict(), config=dataclasses.asdict(config),
         metrics=metrics, cka_per_layer=cka,
         resources={"backbone": dataclasses.asdict(backbone), "model_params": trained.record.get("model_params"),
                    "data": {"source": spec.data_source,
-                            "data_dir": str(settings.data_dir) if settings.data_dir else None}},
+                            "data_dir": str(settings.data_dir) if settings.data_dir else None},
+                   **({"syntax": syntax.resources} if syntax else {})},
         timings={"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
                  "load_seconds": loaded - start, "word_probe_seconds": probed - loaded,
-                 "representation_seconds": end - probed, "total_seconds": end - start,
+                 "representation_seconds": represented - probed, "syntax_seconds": end - represented,
+                 "total_seconds": end - start,
                  "victim_queries": victim.model_evaluations, "device": str(torch_device)},
         checkpoint=str(trained.checkpoint), versions=package_versions(), git_commit=git_commit(), created=now(),
+        syntax=syntax.details if syntax else None,
     )
 
 

@@ -6,7 +6,9 @@ from rich.table import Table
 
 from robench.analysis import analysis_dir, analyze
 from robench.analysis.records import AnalysisRecord
+from robench.analysis.syntax_config import syntax_rows
 from robench.cli.common import add_spec_args, progress_console, settings_from_args, specs_from_args
+from robench.cli.syntax import add_syntax_args, syntax_config_from_args
 
 ROWS = [  # label, metric key, format
     ("Dev accuracy (whole eval split)", "dev_accuracy", "%"),
@@ -37,6 +39,8 @@ def summary_table(record: AnalysisRecord):
         value = m.get(key)
         if value is not None:
             table.add_row(label, f"{100 * value:.2f}%" if kind == "%" else f"{value:.4f}")
+    for label, key, kind in syntax_rows(m):
+        table.add_row(label, f"{100 * m[key]:.2f}%" if kind == "%" else f"{m[key]:.4f}")
     layers = ", ".join(f"{v:.3f}" for v in record.cka_per_layer)
     table.add_row("CKA per layer (emb, 1..L)", layers)
     return table
@@ -50,12 +54,15 @@ def add_parser(sub) -> None:
     p.add_argument("--examples", type=int, default=100, help="eval examples, chosen by seed (default: 100)")
     p.add_argument("--shuffles", type=int, default=5, help="random word shuffles per example (default: 5)")
     p.add_argument("--force", action="store_true", help="recompute even if the record exists")
+    add_syntax_args(p)
     p.set_defaults(handler=cmd_analyze)
 
 
 def cmd_analyze(args) -> None:
     settings, console = settings_from_args(args), progress_console(args)
+    syntax = syntax_config_from_args(args)
     for spec in specs_from_args(args, settings):
-        record = analyze(spec, settings, args.device, args.examples, args.shuffles, console, args.force)
+        record = analyze(spec, settings, args.device, args.examples, args.shuffles, console, args.force,
+                         syntax=syntax)
         Console().print(summary_table(record))
         print(f"analysis record: {analysis_dir(settings) / (record.analysis_id + '.json')}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from robench.cli.common import add_common_args, progress_console, settings_from_args
+from robench.cli.mlm_head import add_build_head_parser
 from robench.errors import RobenchError
 from robench.resources import (
     PAPER_THRESHOLDS,
@@ -38,6 +39,7 @@ def add_parser(sub) -> None:
     q.add_argument("--force", action="store_true", help="rebuild even if a build already exists")
     add_common_args(q)
     q.set_defaults(handler=_cmd_build_mlm)
+    add_build_head_parser(rsub)
     q = rsub.add_parser("calibrate", help="map USE similarity thresholds to MiniLM (needs use-m3)")
     q.add_argument("--pairs", type=int, default=400)
     q.add_argument("--threshold", action="append", default=[], metavar="METRIC:VALUE",
