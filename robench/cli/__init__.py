@@ -21,6 +21,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "robench.cli.resources",
     "robench.cli.bench",
     "robench.cli.analyze",
+    "robench.cli.syntax",
     "robench.cli.grid",
     "robench.cli.compare",
     "robench.cli.show",

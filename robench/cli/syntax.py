@@ -37,3 +37,33 @@ def syntax_config_from_args(args: argparse.Namespace) -> SyntaxConfig | None:
                         ProbeConfig(rank=args.probe_rank, epochs=args.probe_epochs,
                                     train_sentences=args.probe_train_sentences,
                                     test_sentences=args.probe_test_sentences, layers=layers))
+
+
+def add_parser(sub) -> None:
+    """`robench syntax-report`: the evidence table over `robench analyze --syntax` records."""
+    from robench.cli.common import add_common_args
+
+    p = sub.add_parser("syntax-report", help="table of the syntax analyses: anaphor agreement, BLiMP, UUAS per "
+                                             "model with intervals over seeds and differences from a baseline")
+    p.add_argument("--baseline", default="bert", help="model the others are compared with (default: bert)")
+    p.add_argument("--task", default=None, help="only records of this task")
+    p.add_argument("--out", default=None, help="also write the Markdown here")
+    add_common_args(p)
+    p.set_defaults(handler=_cmd_report)
+
+
+def _cmd_report(args) -> None:
+    from pathlib import Path
+
+    from robench.analysis import iter_analyses
+    from robench.analysis.syntax_report import report
+    from robench.cli.common import settings_from_args
+    from robench.results import atomic_write
+
+    settings = settings_from_args(args)
+    records = [r for r in iter_analyses(settings.results_dir) if args.task in (None, r.spec["task"])]
+    text = report(records, args.baseline)
+    print(text)
+    if args.out:
+        atomic_write(Path(args.out), text)
+        print(f"wrote {args.out}")
