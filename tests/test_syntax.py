@@ -311,12 +311,13 @@ def test_syntax_report_intervals_and_the_paper_direction():
     assert mean == pytest.approx(0.6) and half == pytest.approx(4.302653 * 0.1 / np.sqrt(3), rel=1e-5)
     assert np.isnan(interval([0.5])[1]) and verdict(0.1, float("nan")).startswith("holds (one seed")
     assert verdict(0.01, 0.02) == "within noise" and verdict(-0.05, 0.02) == "opposite"
+    assert verdict(0.0, float("nan")) == "no difference"
     assert difference([0.8, 0.82], [0.5, 0.52])[0] == pytest.approx(0.3)
     records = [_record("bert", s, 0.50 + 0.01 * s, 0.40) for s in range(3)]
-    records += [_record("freelb", s, 0.80 + 0.01 * s, 0.40 + 0.001 * (s - 1)) for s in range(3)]
+    records += [_record("freelb", s, 0.80 + 0.01 * s, 0.40 + 0.001 * s) for s in range(3)]
     text = report(records, "bert")
     assert "| pre-trained encoder | – | 70.0 | 70.0 | 70.0 | 70.0 |" in text
     freelb = [line for line in text.splitlines() if line.startswith("| freelb | +")][0]
-    assert "+30.0 ± 3.5: holds" in freelb and "+0.0 ± 0.2: within noise" in freelb
+    assert "+30.0 ± 3.5: holds" in freelb and "+0.1 ± 0.2: within noise" in freelb
     with pytest.raises(RobenchError, match="no analysis records with syntax"):
         report([], "bert")

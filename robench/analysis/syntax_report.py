@@ -45,6 +45,8 @@ def difference(values: list[float], base: list[float]) -> tuple[float, float]:
 
 
 def verdict(diff: float, half: float) -> str:
+    if diff == 0:
+        return "no difference"
     if math.isnan(half):
         return "holds (one seed, no interval)" if diff > 0 else "does not hold (one seed, no interval)"
     if abs(diff) <= half:
