@@ -122,7 +122,8 @@ def load_mlm_head(settings: Settings, backbone: str = "minilm", device: torch.de
     resolved, tokenizer, encoder = _backbone_parts(backbone)
     if resolved.fingerprint != build["backbone"]["fingerprint"]:
         raise RobenchError(f"the MLM head in {target} was built on {build['backbone']['fingerprint']} but the "
-                           f"backbone is {resolved.fingerprint}: rebuild with `robench resources build-mlm-head --force`")
+                           f"backbone is {resolved.fingerprint}: rebuild with "
+                           "`robench resources build-mlm-head --force`")
     head = MlmHead(encoder.get_input_embeddings().weight, encoder.config.layer_norm_eps)
     head.load_state_dict(load_file(target / WEIGHTS))
     info = {"name": f"robench-mlm-head-{Path(backbone).name}", "path": str(target),
@@ -181,7 +182,8 @@ def build_mlm_head(settings: Settings, device: torch.device | None = None, confi
 
 @torch.inference_mode()
 def masked_states(encoder, tokenizer, texts: list[str], config: MlmHeadConfig, generator: torch.Generator,
-                  device: torch.device, advance=lambda n: None, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+                  device: torch.device, advance=lambda n: None,
+                  batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     """Last-layer states [M, d] (CPU, float32) of the frozen encoder at masked positions (each chosen
     with `mask_prob` among non-special tokens, replaced by [MASK]), and the original token ids [M]."""
     from robench.resources.mlm_build import mask_tokens

@@ -11,8 +11,15 @@ from conftest import tiny_spec
 
 from robench.analysis.blimp import BlimpSet, Pair, evaluate, head_log_probs, load_set, prefix_rows, score_set
 from robench.analysis.conllu import Sentence, parse_conllu
-from robench.analysis.structural_probe import (mst_edges, predict, probe_distances, probe_layer, spearman,
-                                               train_probe, uuas)
+from robench.analysis.structural_probe import (
+    mst_edges,
+    predict,
+    probe_distances,
+    probe_layer,
+    spearman,
+    train_probe,
+    uuas,
+)
 from robench.analysis.syntax_config import BlimpConfig, ProbeConfig, SyntaxConfig
 from robench.errors import RobenchError
 
@@ -189,7 +196,8 @@ def test_head_log_probs_decodes_only_masked_positions():
     head = torch.nn.Linear(4, 7)
     hidden = torch.randn(2, 3, 4)
     chosen = torch.tensor([[False, True, False], [True, False, True]])
-    out = head_log_probs(lambda ids, mask: hidden, head, torch.device("cpu"))(torch.zeros(2, 3), torch.ones(2, 3), chosen)
+    log_probs = head_log_probs(lambda ids, mask: hidden, head, torch.device("cpu"))
+    out = log_probs(torch.zeros(2, 3), torch.ones(2, 3), chosen)
     assert out.shape == (3, 7) and torch.allclose(out.exp().sum(-1), torch.ones(3))
     assert torch.allclose(out[1], torch.log_softmax(head(hidden[1, 0]), -1))
 
@@ -246,8 +254,8 @@ def test_syntax_analysis_fails_fast_without_data_or_head(settings, syntax_settin
     with pytest.raises(RobenchError, match="build-mlm-head"):
         analyze(tiny_spec(tiny_backbone), settings, "cpu", 4, 1, syntax=SyntaxConfig())
     assert not settings.checkpoints_dir.exists() or not any(settings.checkpoints_dir.iterdir())  # nothing trained
-    argv = ["analyze", "--syntax", "--backbone", str(tiny_backbone), "--data-dir", str(settings.data_dir), "--cache-dir",
-            str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--quiet"]
+    argv = ["analyze", "--syntax", "--backbone", str(tiny_backbone), "--data-dir", str(settings.data_dir),
+            "--cache-dir", str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--quiet"]
     assert main(argv) == 2
     with pytest.raises(RobenchError, match="pll_pairs must be positive"):
         BlimpConfig(pll_pairs=0)
@@ -263,7 +271,8 @@ def test_syntax_analysis_end_to_end(syntax_settings, tiny_backbone, capsys):
     build_mlm_head(settings, config=MlmHeadConfig(texts=64, heldout=32, steps=3, batch_size=16),
                    backbone=str(tiny_backbone))
     argv = ["analyze", "--syntax", "--backbone", str(tiny_backbone), "--epochs", "1", "--batch-size", "16",
-            "--max-length", "32", "--lr", "1e-3", "--examples", "4", "--shuffles", "1", "--blimp-pll-pairs", "1",
+            "--max-length", "32", "--lr", "1e-3", "--train-size", "64",
+            "--examples", "4", "--shuffles", "1", "--blimp-pll-pairs", "1",
             "--blimp-prefix-pairs", "2", "--probe-train-sentences", "12", "--probe-test-sentences", "10",
             "--probe-layers", "0", "2", "--probe-epochs", "2", "--data-dir", str(settings.data_dir),
             "--cache-dir", str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--device", "cpu",
@@ -274,8 +283,9 @@ def test_syntax_analysis_end_to_end(syntax_settings, tiny_backbone, capsys):
                                                          layers=(0, 2)))
     from robench.analysis import AnalysisConfig
 
-    record = read_analysis(settings.results_dir / "analysis" /
-                           f"{analysis_id(tiny_spec(tiny_backbone), AnalysisConfig(4, 1, 32, syntax))}.json")
+    spec = tiny_spec(tiny_backbone, train_size=64)
+    record_id = analysis_id(spec, AnalysisConfig(4, 1, 32, syntax))
+    record = read_analysis(settings.results_dir / "analysis" / f"{record_id}.json")
     m = record.metrics
     for key in ("blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall",
                 "blimp_morphology", "backbone_blimp_overall", "probe_uuas_best", "backbone_probe_uuas_best"):
@@ -286,7 +296,7 @@ def test_syntax_analysis_end_to_end(syntax_settings, tiny_backbone, capsys):
     assert res["blimp"]["sets"] == 67 and len(res["blimp"]["fingerprint"]) == 16
     assert res["ud_english_ewt"]["ewt_train"]["sentences"] == 12 and "heldout_masked_accuracy" in res["mlm_head"]
     assert list((settings.cache_dir / "syntax").glob("*.json"))  # the pre-trained side is cached
-    again = analyze(tiny_spec(tiny_backbone), settings, "cpu", 4, 1, force=True, syntax=syntax)
+    again = analyze(spec, settings, "cpu", 4, 1, force=True, syntax=syntax)
     for key, value in m.items():  # fixed seeds; the pre-trained side now comes from the cache
         assert again.metrics[key] == pytest.approx(value, abs=1e-6), key
     frame = analysis_frame(settings.results_dir)
