@@ -331,3 +331,20 @@ def test_syntax_report_intervals_and_the_paper_direction():
     assert "+30.0 ± 3.5: holds" in freelb and "+0.1 ± 0.2: within noise" in freelb
     with pytest.raises(RobenchError, match="no analysis records with syntax"):
         report([], "bert")
+
+
+def test_pre_trained_results_cache_is_reused_and_a_broken_file_recomputed(settings):
+    from robench.analysis.syntax import backbone_cached
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"blimp_overall": 0.5}
+
+    key = {"format": 1, "backbone": "x", "config": {"layers": (0, 2)}}
+    first = backbone_cached(settings, key, compute)
+    assert backbone_cached(settings, key, compute) == first and len(calls) == 1
+    [path] = (settings.cache_dir / "syntax").glob("*.json")
+    path.write_text("{not json")
+    assert backbone_cached(settings, key, compute)["result"] == {"blimp_overall": 0.5} and len(calls) == 2

@@ -119,14 +119,21 @@ def measure_encoder(model, tokenizer, head, data: SyntaxData, config: SyntaxConf
 
 
 def backbone_cached(settings: Settings, key: dict[str, Any], compute) -> dict[str, Any]:
-    """The pre-trained encoder's results from `<cache_dir>/syntax/<hash>.json`, else `compute()` (saved)."""
+    """The pre-trained encoder's results from `<cache_dir>/syntax/<hash>.json`, else `compute()` (saved).
+    A cached file that does not parse, or whose key differs, is recomputed and replaced."""
     path = settings.cache_dir / "syntax" / f"{content_hash(key)}.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        try:
+            cached = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            cached = {}
+        if cached.get("key") == json.loads(json.dumps(key, default=str)) and "result" in cached:
+            return cached
     result = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps({"key": key, "result": result}, indent=2, default=str))
-    return {"key": key, "result": result}
+    text = json.dumps({"key": key, "result": result}, indent=2, default=str)
+    atomic_write(path, text)
+    return json.loads(text)  # as a later run reads it back
 
 
 def measure_syntax(paths: dict[str, Path], tuned, pretrained, tokenizer_of_tuned, backbone, settings: Settings,
