@@ -2,7 +2,7 @@
 
 * training  = optimisation steps x the measured seconds per step of this defense's objective at this batch
   size (so IM-BERT's solver, FreeLB's ascent steps and SMART's regulariser are all in the measurement)
-  + one dev-split evaluation per epoch at the measured inference rate + loading the model;
+  + one evaluation of the dev split (after the last epoch) at the measured inference rate + loading the model;
 * attack    = the eval examples' model queries / the measured inference rate, where a search attack makes
   `recipe.queries_per_word` queries per word of its input (measured on SST-2, docs/presets.md) and a replay
   attack one per example, times `SEARCH_OVERHEAD` for the work outside the victim (candidates, POS tags,
@@ -97,8 +97,7 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
     train_seconds = None
     if not train_cached:
         steps = math.ceil(len(train) / spec.train.batch_size) * spec.train.epochs
-        train_seconds = cal.load_seconds + steps * cal.seconds_per_step + \
-            spec.train.epochs * len(dev) / cal.forward_per_second
+        train_seconds = cal.load_seconds + steps * cal.seconds_per_step + len(dev) / cal.forward_per_second
     attack_seconds, attacked = None, 0
     if run.recipe is not None:
         split = dev if run.recipe.examples is None else run.recipe.examples(task, settings, spec.data_source)

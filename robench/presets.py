@@ -5,7 +5,7 @@ used, never the preset's name alone: `--preset quick` and spelling its values ou
 Explicit flags override a preset's values.
 
 * `quick` makes the headline command (`robench run --model imbert --attack textfooler`) practical on a
-  laptop CPU: a real SST-2 classifier from 1,000 training examples in 3 epochs, attacked on 50 fixed dev
+  laptop CPU: a real SST-2 classifier from 1,000 training examples in 3 epochs, attacked on 30 fixed dev
   examples by the word-level attacks (replay attacks such as AdvGLUE always use their whole split).
   Measured costs and accuracies: docs/presets.md.
 * `paper` is the full setting of the papers robench reproduces (the whole training split, 3 epochs, the
@@ -34,8 +34,8 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "quick": Preset("quick", "minutes on a CPU: 1,000 training examples x 3 epochs, 50 attacked examples",
-                    train_size=1000, epochs=3, lr=1e-4, batch_size=16, search_eval_size=50),
+    "quick": Preset("quick", "minutes on a CPU: 1,000 training examples x 3 epochs, 30 attacked examples",
+                    train_size=1000, epochs=3, lr=1e-4, batch_size=16, search_eval_size=30),
     "paper": Preset("paper", "the full setting, for a GPU: whole train split x 3 epochs, whole eval split",
                     train_size=None, epochs=3, lr=5e-5, batch_size=32, search_eval_size=None),
 }

@@ -25,7 +25,7 @@ def test_quick_is_the_default_and_equals_its_values_spelled_out(settings):
                      "--train-size", str(quick.train_size), "--epochs", str(quick.epochs), "--lr", str(quick.lr),
                      "--batch-size", str(quick.batch_size), "--eval-size", str(quick.search_eval_size))[0]
     assert implicit.run_id == spelled.run_id
-    assert (implicit.train_size, implicit.eval_size, implicit.train.epochs) == (1000, 50, 3)
+    assert (implicit.train_size, implicit.eval_size, implicit.train.epochs) == (1000, 30, 3)
     assert "preset" not in implicit.to_dict()
 
 
