@@ -95,16 +95,19 @@ def test_bad_toml_file(tmp_path):
         load_config(tmp_path / "missing.toml")
 
 
-def test_reference_grid_expands_to_72_cells_on_24_checkpoints():
+def test_reference_grid_is_the_documented_protocol():
     specs = expand(load_config(REPO / "results" / "grid-reference.toml"))
-    assert len(specs) == 2 * 4 * 3 * 3 == len({s.run_id for s in specs})
-    assert {s.task for s in specs} == {"sst2", "rte"} and {s.backbone for s in specs} == {"minilm"}
+    assert len(specs) == 4 * 3 * 3 == len({s.run_id for s in specs})
+    assert {s.task for s in specs} == {"sst2"} and {s.backbone for s in specs} == {"minilm"}
     assert {s.model for s in specs} == {"bert", "imbert", "freelb", "smart"}
-    assert {s.attack for s in specs} == {"advglue", "textfooler", "bert-attack"}
+    assert {s.attack for s in specs} == {"advglue", "textfooler", "gradient-swap"}
     assert {s.seed for s in specs} == {0, 1, 2}
-    trainings = {(s.task, s.model, s.seed, s.train_size, s.train) for s in specs}
-    assert len(trainings) == 24
+    trainings = {(s.model, s.seed, s.train_size, s.train) for s in specs}
+    assert len(trainings) == 12 and {s.train_size for s in specs} == {1000}
     assert {s.eval_size for s in specs if s.attack == "advglue"} == {None}
+    word_level = [s for s in specs if s.attack != "advglue"]
+    assert {(s.eval_size, s.eval_seed) for s in word_level} == {(100, 0)}  # the same examples for every cell
+    assert [s.model for s in specs][0] == "imbert"  # the slowest trains first
 
 
 def test_example_grid_dry_run(tiny_data, tmp_path, capsys):
@@ -116,6 +119,14 @@ def test_example_grid_dry_run(tiny_data, tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- execution (local executor)
+
+def test_each_checkpoints_attacks_run_before_the_next_training(settings, tiny_backbone, tmp_path):
+    hook = Recorder(tmp_path / "hook")
+    result = grid(tiny_grid(tiny_backbone, seeds=[0, 1], eval_size=[8, "full"]), settings, executor="local",
+                  before=hook)
+    assert result.count("done") == 4
+    assert hook.jobs() == ["train", "attack", "attack", "train", "attack", "attack"]
+
 
 def test_shared_checkpoints_and_skipping_finished_cells(settings, tiny_backbone, tmp_path):
     config = tiny_grid(tiny_backbone, eval_size=[8, "full"])  # two cells share each checkpoint

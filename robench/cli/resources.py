@@ -1,10 +1,11 @@
-"""`robench resources list|build-synonyms|build-mlm|calibrate`."""
+"""`robench resources list|build-synonyms|build-mlm|build-mlm-head|calibrate`."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Callable
 
 from robench.cli.common import add_common_args, progress_console, settings_from_args
-from robench.cli.mlm_head import add_build_head_parser
 from robench.errors import RobenchError
 from robench.resources import (
     PAPER_THRESHOLDS,
@@ -39,7 +40,7 @@ def add_parser(sub) -> None:
     q.add_argument("--force", action="store_true", help="rebuild even if a build already exists")
     add_common_args(q)
     q.set_defaults(handler=_cmd_build_mlm)
-    add_build_head_parser(rsub)
+    _add_build_head_parser(rsub)
     q = rsub.add_parser("calibrate", help="map USE similarity thresholds to MiniLM (needs use-m3)")
     q.add_argument("--pairs", type=int, default=400)
     q.add_argument("--threshold", action="append", default=[], metavar="METRIC:VALUE",
@@ -85,15 +86,46 @@ def _cmd_build_mlm(args) -> None:
         if getattr(config, name) <= 0:
             raise RobenchError(f"--{name.replace('_', '-')} must be positive")
     settings = _settings(args)
-    existing = mlm_dir(settings, args.backbone) / "build.json"
-    if existing.is_file() and not args.force:
-        build = json.loads(existing.read_text())
-        print(f"kept the existing build in {existing.parent} (held-out masked-token accuracy "
-              f"{build['heldout_accuracy_after']:.3f}); pass --force to rebuild")
+    build_once(mlm_dir(settings, args.backbone), args.force,
+               lambda: build_mlm(settings, pick_device(args.device), config, args.backbone, _console(args)))
+
+
+def _cmd_build_mlm_head(args) -> None:
+    from robench.device import pick_device
+    from robench.mlm_head import MlmHeadConfig, build_mlm_head, mlm_head_dir
+
+    config = MlmHeadConfig(texts=args.texts, heldout=args.heldout, max_length=args.max_length, steps=args.steps,
+                           batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    settings = _settings(args)
+    build_once(mlm_head_dir(settings, args.backbone), args.force,
+               lambda: build_mlm_head(settings, pick_device(args.device), config, args.backbone, _console(args)))
+
+
+def build_once(target: Path, force: bool, build: Callable[[], dict]) -> None:
+    """Keep an existing build in `target` (its `build.json` says how good it is) unless `force`; else build."""
+    existing = target / "build.json"
+    if existing.is_file() and not force:
+        done = json.loads(existing.read_text())
+        print(f"kept the existing build in {target} (held-out masked-token accuracy "
+              f"{done['heldout_accuracy_after']:.3f}); pass --force to rebuild")
         return
-    record = build_mlm(settings, pick_device(args.device), config, args.backbone, _console(args))
-    print(json.dumps(record, indent=2, default=str))
-    print(f"saved {mlm_dir(settings, args.backbone)}")
+    print(json.dumps(build(), indent=2, default=str))
+    print(f"saved {target}")
+
+
+def _add_build_head_parser(rsub) -> None:
+    from robench.mlm_head import MlmHeadConfig
+
+    q = rsub.add_parser("build-mlm-head", help="train an MLM head on the frozen pre-trained encoder "
+                                               "(for `robench analyze --syntax`)")
+    defaults = MlmHeadConfig()
+    for name in ("texts", "heldout", "max_length", "steps", "batch_size", "seed"):
+        q.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
+    q.add_argument("--lr", type=float, default=defaults.lr)
+    q.add_argument("--backbone", default="minilm")
+    q.add_argument("--force", action="store_true", help="rebuild even if a build already exists")
+    add_common_args(q)
+    q.set_defaults(handler=_cmd_build_mlm_head)
 
 
 def _cmd_calibrate(args) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
@@ -132,8 +133,16 @@ class _Driver:
             self.cells[job.key].state = "attacking"
 
     def run(self, pool: LocalExecutor | RayExecutor, settings: Settings, refresh: Callable[[], None]) -> None:
-        for train in self.trains.values():
-            pool.submit(Job("train", train.spec, train.key))
+        """Keep at most `pool.slots` jobs in flight; a finished checkpoint's attacks go before the next training,
+        so records land while the grid runs (trains in config order: list the slowest model first)."""
+        trains = deque(Job("train", t.spec, t.key) for t in self.trains.values())
+        attacks: deque[Job] = deque()
+
+        def fill() -> None:
+            while pool.pending < pool.slots and (attacks or trains):
+                pool.submit(attacks.popleft() if attacks else trains.popleft())
+
+        fill()
         refresh()
         while pool.pending:
             job, output, failure = pool.next_done()
@@ -142,17 +151,18 @@ class _Driver:
             if failure is not None:
                 target.error = failure.error
                 if target.attempts <= self.max_retries:
-                    pool.submit(job)
+                    (attacks if job.kind == "attack" else trains).appendleft(job)
                 else:
                     self._fail(job, target, failure)
             elif job.kind == "train":
                 target.state = "done"
                 for cell in target.cells:
                     cell.state = "pending"
-                    pool.submit(Job("attack", cell.spec, cell.spec.run_id))
+                    attacks.append(Job("attack", cell.spec, cell.spec.run_id))
             else:
                 _keep_record(settings, output)
                 target.state, target.error = "done", ""
+            fill()
             refresh()
 
     def _fail(self, job: Job, target: TrainJob | GridCell, failure: Failure) -> None:

@@ -74,6 +74,7 @@ class LocalExecutor:
                  started: Hook | None = None) -> None:
         self.settings, self.device, self.before, self.started = settings, device, before, started
         self._queue: deque[Job] = deque()
+        self.slots = 1  # jobs the driver keeps in flight
 
     @property
     def pending(self) -> int:
@@ -126,6 +127,7 @@ class RayExecutor:
                                                  runtime_env={"env_vars": env})
         self.settings, self.before, self.started = settings, before, started
         self.device = "cuda" if gpus else "cpu"  # Ray sets CUDA_VISIBLE_DEVICES to the job's GPU
+        self.slots = _slots(cluster, resources.cpus, gpus)  # jobs the driver keeps in flight
         self._jobs: dict[Any, Job] = {}
 
     @property
@@ -135,7 +137,7 @@ class RayExecutor:
     def submit(self, job: Job) -> None:
         ref = self._task.remote(job, self.settings, self.device, self.before)
         self._jobs[ref] = job
-        if self.started is not None:  # Ray queues it; "started" here means handed to the scheduler
+        if self.started is not None:  # the driver submits only what fits, so Ray starts it now
             self.started(job)
 
     def next_done(self) -> tuple[Job, dict[str, Any] | None, Failure | None]:
@@ -157,6 +159,14 @@ class RayExecutor:
         self._jobs.clear()
         if self._owned:
             ray.shutdown()
+
+
+def _slots(cluster: dict[str, float], cpus: float, gpus: float) -> int:
+    """How many jobs fit on the cluster at once (at least one)."""
+    fit = cluster.get("CPU", 0.0) // cpus
+    if gpus:
+        fit = min(fit, cluster.get("GPU", 0.0) // gpus)
+    return max(1, int(fit))
 
 
 def _gpus_per_job(device: str, gpus: float, cluster_gpus: float) -> float:
