@@ -64,7 +64,16 @@ def _check_model_dir(path: Path) -> int | None:
         raise RobenchError(f"backbone directory {path} has no tokenizer (one of {', '.join(TOKENIZER_FILES)}); "
                            "save the tokenizer beside the model (tokenizer.save_pretrained)")
     limit = config.get("max_position_embeddings")
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return None
+    if config.get("model_type") in OFFSET_POSITIONS:  # position ids start after the padding index
+        limit -= int(config.get("pad_token_id") or 0) + 1
+    return limit if limit > 0 else None
+
+
+# Model types whose position ids count from pad_token_id + 1 (RoBERTa's create_position_ids_from_input_ids):
+# max_position_embeddings 514 with pad_token_id 1 allows 512 tokens.
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "roberta-prelayernorm")
 
 
 def load_tokenizer(location: str):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import tiny_spec
 
-from robench.analysis import AnalysisRecord, analysis_id, analyze, read_analysis
+from robench.analysis import AnalysisRecord, analysis_path, analyze, read_analysis
 from robench.analysis.metrics import (
     LinearCKA,
     effective_rank,
@@ -268,7 +268,7 @@ def test_analyze_end_to_end_through_the_cli_and_the_api(settings, tiny_backbone,
     assert "Shuffle: prediction changes" in out and "CKA per layer" in out
 
     spec = tiny_spec(tiny_backbone)
-    path = settings.results_dir / "analysis" / f"{analysis_id(spec, _config(8, 3))}.json"
+    path = analysis_path(spec, _config(8, 3), settings)
     record = read_analysis(path)
     m = record.metrics
     assert record.kind == "analysis" and record.run_id == spec.run_id and m["examples"] == 8

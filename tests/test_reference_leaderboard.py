@@ -1,14 +1,14 @@
-"""The committed reference leaderboard is regenerated bit for bit from the committed records it links to.
-
-Records of an older format (their eval subset was chosen by the training seed) are skipped, and the page says
-how many; every record the leaderboard includes is linked from the page."""
+"""The committed reference leaderboard is regenerated bit for bit from the committed records it links to,
+and every committed record is a cell of the reference protocol (results/grid-reference.toml)."""
 import shutil
 from pathlib import Path
 
+from robench.grid.config import expand, load_config
 from robench.html import write_html
 from robench.leaderboard import load_records, write_leaderboard
 
-REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference"
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "results" / "reference"
 
 
 def test_reference_leaderboard_regenerates_from_its_records(tmp_path):
@@ -23,14 +23,29 @@ def test_reference_leaderboard_regenerates_from_its_records(tmp_path):
         assert (tmp_path / "runs" / path.name).read_bytes() == path.read_bytes(), path.name
 
 
-def test_every_included_reference_record_is_linked_and_the_skipped_are_counted():
+def test_every_reference_record_is_a_protocol_cell_and_linked_from_the_page():
     page = (REFERENCE / "leaderboard.html").read_text(encoding="utf-8")
-    assert len(list((REFERENCE / "runs").glob("*.json"))) == 72  # 2 tasks x 4 models x 3 attacks x 3 seeds
     records = load_records(REFERENCE / "runs")
-    assert len(records.current) + records.older == 72
-    for rec in records.current:  # the page links each run's page of adversarial examples, which links its record
+    assert records.older == 0 and records.current
+    protocol = expand(load_config(REPO / "results" / "grid-reference.toml"))
+    cells = {_cell(s.to_dict()): s.model_params for s in protocol}
+    seen = set()
+    for rec in records.current:
+        cell = _cell(rec.spec)
+        assert cell in cells and cell not in seen, rec.run_id
+        assert cells[cell].items() <= _comparable(rec.spec["model_params"]).items(), rec.run_id
+        seen.add(cell)
+        # the page links each run's page of adversarial examples, which links its record
         assert f'href="runs/{rec.run_id}.html"' in page
         run_page = REFERENCE / "runs" / f"{rec.run_id}.html"
         assert f'href="{rec.run_id}.json"' in run_page.read_text(encoding="utf-8")
     assert page.count('href="runs/') == len(records.current)
-    assert (f"Skipped {records.older} run record(s) of an older format" in page) == (records.older > 0)
+
+
+def _cell(spec: dict) -> tuple:
+    keys = ("task", "model", "attack", "backbone", "seed", "train_size", "eval_size", "eval_seed")
+    return tuple(spec[k] for k in keys) + (tuple(sorted(spec["train"].items())),)
+
+
+def _comparable(params: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}

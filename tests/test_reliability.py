@@ -93,6 +93,18 @@ def test_modified_data_gets_its_own_checkpoint_run_id_and_fingerprint(settings, 
     assert again.run_id == original.run_id and again.created == original.created
 
 
+def test_an_analysis_is_tied_to_the_data_it_reads(settings, tiny_backbone, tmp_path):
+    from robench.analysis import AnalysisConfig, analysis_path
+
+    spec, config = tiny_spec(tiny_backbone), AnalysisConfig(8, 1, 32, None)
+    changed_dir = _copy_data(settings.data_dir, tmp_path / "changed")
+    dev = changed_dir / "sst2" / "dev.tsv"
+    dev.write_text(dev.read_text(encoding="utf-8") + "one more sentence .\t1\n", encoding="utf-8")
+    changed = robench.settings.resolve_settings(changed_dir, settings.cache_dir, settings.results_dir)
+    assert analysis_path(spec, config, changed) != analysis_path(spec, config, settings)
+    assert analysis_path(spec, config, settings) == analysis_path(spec, config, settings)
+
+
 def test_advglue_file_is_part_of_the_run_id_but_not_the_checkpoint(settings, tiny_backbone, tmp_path):
     spec = tiny_spec(tiny_backbone)
     before = resolve_run(spec, settings)
@@ -558,3 +570,16 @@ def test_leaderboard_page_never_links_outside(settings, tiny_backbone, tmp_path,
         assert not any("evil" in h or "passwd" in h or "javascript" in h.lower() for h in hrefs)
     assert record_href(settings.runs_dir, record.run_id, settings.runs_dir) == f"{record.run_id}.json"
     assert record_href(settings.runs_dir, run_id, settings.runs_dir) is None
+
+
+@pytest.mark.parametrize("model_type, positions, pad, limit", [("bert", 512, 0, 512), ("roberta", 514, 1, 512),
+                                                                ("xlm-roberta", 514, 1, 512)])
+def test_position_limit_of_a_backbone_directory(tiny_backbone, tmp_path, model_type, positions, pad, limit):
+    from robench.backbones import resolve_backbone
+
+    folder = tmp_path / model_type
+    shutil.copytree(tiny_backbone, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type=model_type, max_position_embeddings=positions, pad_token_id=pad)
+    (folder / "config.json").write_text(json.dumps(config))
+    assert resolve_backbone(str(folder)).max_positions == limit

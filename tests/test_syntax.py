@@ -262,7 +262,7 @@ def test_syntax_analysis_fails_fast_without_data_or_head(settings, syntax_settin
 
 
 def test_syntax_analysis_end_to_end(syntax_settings, tiny_backbone, capsys):
-    from robench.analysis import analysis_id, analyze, read_analysis
+    from robench.analysis import analyze, read_analysis
     from robench.cli import main
     from robench.leaderboard import analysis_frame
     from robench.mlm_head import MlmHeadConfig, build_mlm_head
@@ -281,11 +281,10 @@ def test_syntax_analysis_end_to_end(syntax_settings, tiny_backbone, capsys):
     assert "BLiMP anaphor gender agreement" in capsys.readouterr().out
     syntax = SyntaxConfig(BlimpConfig(1, 2), ProbeConfig(epochs=2, train_sentences=12, test_sentences=10,
                                                          layers=(0, 2)))
-    from robench.analysis import AnalysisConfig
+    from robench.analysis import AnalysisConfig, analysis_path
 
     spec = tiny_spec(tiny_backbone, train_size=64)
-    record_id = analysis_id(spec, AnalysisConfig(4, 1, 32, syntax))
-    record = read_analysis(settings.results_dir / "analysis" / f"{record_id}.json")
+    record = read_analysis(analysis_path(spec, AnalysisConfig(4, 1, 32, syntax), settings))
     m = record.metrics
     for key in ("blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall",
                 "blimp_morphology", "backbone_blimp_overall", "probe_uuas_best", "backbone_probe_uuas_best"):

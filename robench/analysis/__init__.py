@@ -43,7 +43,7 @@ def analyze(spec: RunSpec, settings: Settings | None = None, device: str = "auto
     """
     settings = settings or resolve_settings()
     config = AnalysisConfig(n_examples, shuffles, batch_size, syntax)
-    path = analysis_dir(settings) / f"{analysis_id(spec, config)}.json"
+    path = analysis_path(spec, config, settings)
     if not force and path.is_file():
         return read_analysis(path)
     from robench.analysis.run import measure  # torch and transformers: only when measuring
@@ -52,6 +52,14 @@ def analyze(spec: RunSpec, settings: Settings | None = None, device: str = "auto
     record.analysis_id = path.stem
     atomic_write(path, json.dumps(asdict(record), indent=2, default=str))
     return record
+
+
+def analysis_path(spec: RunSpec, config: AnalysisConfig, settings: Settings) -> Path:
+    """Where the analysis of `spec` with `config` is (or would be) recorded; tied to the data it reads."""
+    from robench.resolve import resolve_run
+
+    resolved = resolve_run(spec, settings)
+    return analysis_dir(settings) / f"{analysis_id(resolved.spec, config, resolved.train_data)}.json"
 
 
 def read_analysis(path: Path) -> AnalysisRecord:

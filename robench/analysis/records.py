@@ -43,11 +43,12 @@ class AnalysisRecord:
     syntax: dict[str, Any] | None = None  # BLiMP per set / field, probe per layer, both encoders (--syntax)
 
 
-def analysis_id(spec: RunSpec, config: AnalysisConfig) -> str:
-    """Content hash of everything that determines the analysis (the attack settings do not)."""
+def analysis_id(spec: RunSpec, config: AnalysisConfig, data: str) -> str:
+    """Content hash of everything that determines the analysis: the spec without its attack settings, the
+    analysis settings, and `data`, the fingerprint of the task's train and eval data it reads."""
     d = spec.to_dict()
-    for key in ("attack", "attack_params", "eval_size", "eval_seed"):
+    for key in ("attack", "attack_params", "eval_size", "eval_seed", "data_fingerprint"):
         d.pop(key)
-    settings = {k: v for k, v in asdict(config).items() if not (k == "syntax" and v is None)}  # old ids stay
-    key = content_hash({"format": ANALYSIS_FORMAT, "spec": d, "config": settings})
+    settings = {k: v for k, v in asdict(config).items() if not (k == "syntax" and v is None)}
+    key = content_hash({"format": ANALYSIS_FORMAT, "spec": d, "config": settings, "data": data})
     return f"{spec.task}-{spec.model}-s{spec.seed}".replace(":", "_").replace("+", "_") + f"-{key}"
