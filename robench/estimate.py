@@ -60,10 +60,13 @@ class Estimate:
             parts.append(f"attack ~{duration(self.attack_seconds)} ({self.attack_examples} examples)")
         return f"estimate on {self.device}: " + ", ".join(parts) + f"; total ~{duration(self.total_seconds)}"
 
-    def advice(self) -> str | None:
-        """How to bring a long CPU run down, or None."""
+    def advice(self, grid: bool = False) -> str | None:
+        """How to bring a long CPU run (or grid) down, or None."""
         if not self.device.startswith("cpu") or self.total_seconds <= CPU_HOUR_ADVICE:
             return None
+        if grid:
+            return ("over an hour on a CPU: lower train_size, epochs or eval_size in the grid config, drop cells, "
+                    "add workers (a Ray cluster: --address), or run on a GPU (--device cuda)")
         return ("over an hour on a CPU: lower --train-size, --epochs or --eval-size, or use --preset quick instead "
                 "of --preset paper (on a GPU the paper preset takes minutes)")
 

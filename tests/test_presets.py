@@ -87,3 +87,12 @@ def test_attack_bar_shows_outcomes_so_far():
     assert tally.description() == "textfooler (1 skipped)"
     tally.add("successful")
     assert tally.add("failed") == "textfooler (1 successful, 1 failed, 1 skipped)"
+
+
+def test_long_cpu_estimates_say_how_to_cut_them():
+    from robench.estimate import Estimate
+
+    long_run = Estimate(4000.0, 1000.0, 1000, 30, "cpu")
+    assert "--preset quick" in long_run.advice() and "grid config" in long_run.advice(grid=True)
+    assert Estimate(4000.0, 1000.0, 1000, 30, "cuda").advice() is None
+    assert Estimate(60.0, 60.0, 1000, 30, "cpu").advice() is None

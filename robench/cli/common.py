@@ -131,9 +131,9 @@ def progress_console(args) -> Console | None:
     return None if getattr(args, "quiet", False) else Console(stderr=True)
 
 
-def say_estimate(estimate, note: str = "") -> None:
+def say_estimate(estimate, note: str = "", grid: bool = False) -> None:
     """The one estimate line (and how to make a long CPU run cheaper), on stderr before any work starts."""
     err = Console(stderr=True)
     err.print(estimate.line() + (f" ({note})" if note else ""), highlight=False, markup=False)
-    if (advice := estimate.advice()) is not None:
+    if (advice := estimate.advice(grid)) is not None:
         err.print(f"hint: {advice}", highlight=False, markup=False)

@@ -65,7 +65,7 @@ def cmd_grid(args) -> None:
               f"{len(trains)} train jobs, {sum(len(t.cells) for t in trains)} attack jobs")
     if trains:
         say_estimate(grid_estimate(trains, settings, args.device, persist=not args.dry_run),
-                     "sum over the grid's jobs; parallel workers divide it")
+                     "sum over the grid's jobs; parallel workers divide it", grid=True)
     if args.dry_run:
         return
     result = grid(cfg, settings, executor=args.executor, device=args.device, address=args.address,
