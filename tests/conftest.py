@@ -97,3 +97,25 @@ def minilm_sst2(tmp_path_factory, shared_data):
     settings = resolve_settings(shared_data, root / "cache", root / "results")
     spec = RunSpec(**MINILM_SST2)
     return settings, spec, train(spec, settings, device="cpu")
+
+
+@pytest.fixture(autouse=True)
+def _real_minilm_only_in_integration_tests(request, monkeypatch):
+    """A test not marked `integration` fails if it loads the packaged MiniLM's weights (its tokenizer is fine:
+    the tiny backbone uses it), so `pytest -m "not integration"` stays fast."""
+    if request.node.get_closest_marker("integration") is not None:
+        return
+    from transformers import PreTrainedModel
+
+    from robench.backbones import resolve_backbone
+
+    packaged = Path(resolve_backbone("minilm").location).resolve()
+    original = PreTrainedModel.from_pretrained.__func__
+
+    def guarded(cls, location, *args, **kwargs):
+        if Path(str(location)).expanduser().resolve() == packaged:
+            pytest.fail("this test loads the real packaged MiniLM: mark it @pytest.mark.integration or use "
+                        "the tiny_backbone fixture")
+        return original(cls, location, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedModel, "from_pretrained", classmethod(guarded))

@@ -110,10 +110,14 @@ def test_reference_grid_is_the_documented_protocol():
     assert [s.model for s in specs][0] == "imbert"  # the slowest trains first
 
 
-def test_example_grid_dry_run(tiny_data, tmp_path, capsys):
+def test_example_grid_dry_run(tiny_data, tiny_backbone, tmp_path, capsys):
     from robench.cli import main
 
-    assert main(["grid", str(REPO / "examples" / "grid-tiny.toml"), "--dry-run", "--data-dir", str(tiny_data),
+    example = (REPO / "examples" / "grid-tiny.toml").read_text(encoding="utf-8")
+    assert 'backbones = ["minilm"]' in example
+    config = tmp_path / "grid-tiny.toml"  # the example as it is, on the tiny backbone (the estimate calibrates it)
+    config.write_text(example.replace('backbones = ["minilm"]', f'backbones = ["{tiny_backbone}"]'))
+    assert main(["grid", str(config), "--dry-run", "--data-dir", str(tiny_data),
                  "--results-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c")]) == 0
     assert "2 cells, 0 finished, 2 train jobs, 2 attack jobs" in capsys.readouterr().out
 
