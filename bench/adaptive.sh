@@ -5,6 +5,7 @@
 #
 #   bash bench/adaptive.sh                       # the full protocol: 3 seeds, 200 eval examples
 #   SEEDS=0 EVAL_SIZE=20 BERT_ATTACK=0 bash bench/adaptive.sh   # the CPU-sized run of docs/adaptive.md
+#   bash bench/adaptive-reference.sh             # on the reference leaderboard's checkpoints and records
 #
 # Environment: ROBENCH_DATA_DIR, ROBENCH_CACHE_DIR, ROBENCH_RESULTS_DIR as for `robench run`.
 set -euo pipefail
@@ -17,20 +18,22 @@ LR=${LR:-1e-4}
 BATCH=${BATCH:-16}
 DEVICE=${DEVICE:-cpu}
 BERT_ATTACK=${BERT_ATTACK:-1}   # 0: skip bert-attack (needs `robench resources build-mlm`, slow on CPU)
+MAX_LENGTH=${MAX_LENGTH:-128}
+IMBERT_PARAMS=${IMBERT_PARAMS:-}  # e.g. "im_layers=0,1,2": IM-BERT's --param values
 
 common() {
   echo --task sst2 --train-size "$TRAIN_SIZE" --eval-size "$EVAL_SIZE" --epochs "$EPOCHS" --lr "$LR" \
-       --batch-size "$BATCH" --device "$DEVICE" --seed "$1"
+       --batch-size "$BATCH" --max-length "$MAX_LENGTH" --device "$DEVICE" --seed "$1"
+}
+
+params() {  # the model's --param flags
+  [ "$1" = imbert ] && [ -n "$IMBERT_PARAMS" ] && echo --param "$IMBERT_PARAMS"
+  true
 }
 
 run_id() {  # the run id of `robench run --model $1 --attack $2 --seed $3` with the settings above
-  python - "$@" <<EOF
-import sys
-from robench.spec import RunSpec, TrainConfig
-model, attack, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-print(RunSpec(task="sst2", model=model, attack=attack, seed=seed, train_size=$TRAIN_SIZE, eval_size=$EVAL_SIZE,
-              train=TrainConfig(epochs=$EPOCHS, lr=$LR, batch_size=$BATCH)).run_id)
-EOF
+  robench run --model "$1" $(params "$1") --attack "$2" $(common "$3") --dry-run 2>/dev/null \
+    | sed -n 's/^  "run_id": "\(.*\)",$/\1/p'
 }
 
 attacks=(textfooler gradient-swap)
@@ -38,13 +41,14 @@ attacks=(textfooler gradient-swap)
 for seed in $SEEDS; do
   for model in bert imbert; do
     for attack in "${attacks[@]}"; do
-      robench run --model "$model" --attack "$attack" $(common "$seed")
+      robench run --model "$model" $(params "$model") --attack "$attack" $(common "$seed")
     done
-    robench run --model "$model" --attack gradient-swap --attack-param gradient=bpda $(common "$seed")
+    robench run --model "$model" $(params "$model") --attack gradient-swap --attack-param gradient=bpda \
+      $(common "$seed")
   done
   source_run=$(run_id bert textfooler "$seed")
   for model in bert imbert; do
-    robench run --model "$model" --attack "transfer:$source_run" $(common "$seed")
+    robench run --model "$model" $(params "$model") --attack "transfer:$source_run" $(common "$seed")
   done
 done
 robench leaderboard   # leaderboard.{csv,md} with worst_case_accuracy and masking_flags; worstcase.{json,md}
