@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,9 +76,17 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
     data = train_data  # the run's fingerprint adds the files the recipe reads itself (AdvGLUE's)
     if recipe is not None and recipe.data_files and spec.data_source == "local" and task.uses_data_dir:
         data = content_hash([train_data, files_fingerprint(settings.data_dir, recipe.data_files, settings.cache_dir)])
-    spec = dataclasses.replace(spec, data_fingerprint=data)
+    spec = dataclasses.replace(spec, data_fingerprint=data, model_params=_canonical(spec.model_params, model_params),
+                               attack_params=_canonical(spec.attack_params, dataclasses.asdict(attack_params)
+                                                        if attack_params is not None else {}))
     return ResolvedRun(spec, settings, task, defense, model_params, backbone, train_data, recipe, attack_params,
                        order)
+
+
+def _canonical(given: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
+    """The parameters the user gave, each as its parsed value in JSON form (`im_layers="0,1,2"` and
+    `im_layers=[0, 1, 2]` are one setting, so one run id); parameters left at their defaults stay out."""
+    return {k: json.loads(json.dumps(resolved[k])) if k in resolved else v for k, v in given.items()}
 
 
 def data_fingerprint(spec: RunSpec, task: Task, settings: Settings) -> str:

@@ -583,3 +583,16 @@ def test_position_limit_of_a_backbone_directory(tiny_backbone, tmp_path, model_t
     config.update(model_type=model_type, max_position_embeddings=positions, pad_token_id=pad)
     (folder / "config.json").write_text(json.dumps(config))
     assert resolve_backbone(str(folder)).max_positions == limit
+
+
+def test_a_parameter_spelled_two_ways_is_one_setting(settings, tiny_backbone):
+    from robench.training import checkpoint_key
+
+    text = resolve_run(tiny_spec(tiny_backbone, model="imbert", attack="textfooler", eval_size=4,
+                                 model_params={"im_layers": "0,1", "im_gamma": 0.02},
+                                 attack_params={"k": 20}), settings, attack=True)
+    typed = resolve_run(tiny_spec(tiny_backbone, model="imbert", attack="textfooler", eval_size=4,
+                                  model_params={"im_layers": [0, 1], "im_gamma": 0.02}, attack_params={"k": 20}),
+                        settings, attack=True)
+    assert text.spec.run_id == typed.spec.run_id and checkpoint_key(text) == checkpoint_key(typed)
+    assert typed.spec.model_params == {"im_layers": [0, 1], "im_gamma": 0.02} and typed.spec.attack_params == {"k": 20}
