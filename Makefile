@@ -36,7 +36,7 @@ test-deps:
 
 test: setup test-deps
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses 4
 
 clean:
 	rm -rf $(VENV) .pytest_cache

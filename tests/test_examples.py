@@ -4,6 +4,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -14,6 +16,7 @@ def _load(name: str):
     return module
 
 
+@pytest.mark.integration  # textfooler's real sentence encoder
 def test_own_model_example_three_paths_agree(settings, tiny_backbone, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     example = _load("own_model")

@@ -84,7 +84,8 @@ def test_different_weights_at_the_same_path_never_share_a_run_id(settings, tiny_
     assert again == ids[1]  # the cached hash is reused while the files are unchanged
 
 
-@pytest.mark.parametrize("model", ["bert", "imbert"])
+# bert is attacked by textfooler, whose real resources make it an integration test
+@pytest.mark.parametrize("model", [pytest.param("bert", marks=pytest.mark.integration), "imbert"])
 def test_a_robench_checkpoint_through_checkpoint_gives_the_training_runs_metrics(capsys, settings, where,
                                                                                  tiny_backbone, model):
     attack = "textfooler" if model == "bert" else "advglue"
@@ -146,6 +147,7 @@ def test_outputs_are_reordered_into_the_tasks_label_order(settings, tiny_backbon
 
 # --- tasks from files ---------------------------------------------------------------
 
+@pytest.mark.integration  # textfooler's real sentence encoder
 def test_csv_task_one_line_with_checkpoint_end_to_end(capsys, settings, where, tiny_backbone, tmp_path):
     ckpt = save_classifier(tiny_backbone, tmp_path / "reviews-model", None)
     task = ["--task", f"csv:{DATA / 'reviews.csv'}", "--text-column", "review", "--label-column", "stars",
@@ -168,6 +170,7 @@ def test_csv_task_one_line_with_checkpoint_end_to_end(capsys, settings, where, t
     assert record["run_id"] in " ".join(shown.split()) and "neg" in shown
 
 
+@pytest.mark.integration  # textfooler's real sentence encoder
 def test_sentence_pair_jsonl_task_file_trains_and_attacks_the_hypothesis(settings, tiny_backbone):
     spec = tiny_spec(tiny_backbone, attack="textfooler", eval_size=4, attack_params=TEXTFOOLER)
     record = robench.run(_file_spec(spec, str(DATA / "pairs.toml"), settings), settings, device="cpu")
@@ -267,6 +270,7 @@ def test_evaluate_an_in_memory_model_matches_its_saved_checkpoint(settings, tiny
     assert changed.run_id != record.run_id
 
 
+@pytest.mark.integration  # textfooler's real sentence encoder
 def test_evaluate_a_plain_function_on_single_sentences_and_pairs(settings):
     seen: list = []
 
