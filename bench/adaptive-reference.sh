@@ -15,4 +15,4 @@ for model in bert imbert; do
   cp results/reference/runs/sst2-"$model"-*.json results/reference/runs/sst2-"$model"-*.csv "$OUT/runs/"
 done
 ROBENCH_RESULTS_DIR="$OUT" TRAIN_SIZE=1000 EPOCHS=3 LR=1e-4 BATCH=16 MAX_LENGTH=128 EVAL_SIZE=100 \
-  IMBERT_PARAMS="im_layers=0,1,2" BERT_ATTACK=${BERT_ATTACK:-0} SEEDS=${SEEDS:-"0 1 2"} bash bench/adaptive.sh
+  IMBERT_PARAMS="im_layers=0,1,2" BPDA_MODELS=imbert BERT_ATTACK=${BERT_ATTACK:-0} SEEDS=${SEEDS:-"0 1 2"} bash bench/adaptive.sh

@@ -20,6 +20,7 @@ DEVICE=${DEVICE:-cpu}
 BERT_ATTACK=${BERT_ATTACK:-1}   # 0: skip bert-attack (needs `robench resources build-mlm`, slow on CPU)
 MAX_LENGTH=${MAX_LENGTH:-128}
 IMBERT_PARAMS=${IMBERT_PARAMS:-}  # e.g. "im_layers=0,1,2": IM-BERT's --param values
+BPDA_MODELS=${BPDA_MODELS:-"bert imbert"}  # BPDA only changes IM-connections: for bert it is gradient-swap again
 
 common() {
   echo --task sst2 --train-size "$TRAIN_SIZE" --eval-size "$EVAL_SIZE" --epochs "$EPOCHS" --lr "$LR" \
@@ -43,6 +44,8 @@ for seed in $SEEDS; do
     for attack in "${attacks[@]}"; do
       robench run --model "$model" $(params "$model") --attack "$attack" $(common "$seed")
     done
+  done
+  for model in $BPDA_MODELS; do
     robench run --model "$model" $(params "$model") --attack gradient-swap --attack-param gradient=bpda \
       $(common "$seed")
   done
