@@ -139,7 +139,7 @@ def _resources(run_id: str, settings: Settings) -> dict[str, Any]:
             "source_seed": record.spec.get("seed"), "source_git_commit": record.git_commit}
 
 
-@ATTACKS.register_family("transfer")
+@ATTACKS.register_family("transfer", arg="RUN_ID")
 def transfer(run_id: str) -> AttackRecipe:
     """The recipe `transfer:<run_id>`."""
     return AttackRecipe(

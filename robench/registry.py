@@ -59,6 +59,7 @@ class Registry(Generic[T]):
         self._builtin_package = builtin_package
         self._entries: dict[str, Entry[T]] = {}
         self._families: dict[str, Callable[[str], T]] = {}  # "transfer" -> factory of `transfer:ARG`
+        self._family_args: dict[str, str] = {}  # "transfer" -> "RUN_ID": what ARG is, for `robench list`
         self._discovered = False
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -74,11 +75,11 @@ class Registry(Generic[T]):
 
         return decorator
 
-    def register_family(self, prefix: str) -> Callable[[Callable[[str], T]], Callable[[str], T]]:
+    def register_family(self, prefix: str, arg: str = "ARG") -> Callable[[Callable[[str], T]], Callable[[str], T]]:
         """Decorator: names `prefix:ARG` resolve to `factory(ARG)` (e.g. `transfer:RUN_ID`)."""
 
         def decorator(factory: Callable[[str], T]) -> Callable[[str], T]:
-            self._families[prefix] = factory
+            self._families[prefix], self._family_args[prefix] = factory, arg
             return factory
 
         return decorator
@@ -111,6 +112,11 @@ class Registry(Generic[T]):
                 f"see `robench list`)"
             )
         return entry.load()
+
+    def families(self) -> dict[str, T]:
+        """One example entry per family, keyed by its pattern (`transfer:RUN_ID`), built with ARG as the argument."""
+        self._discover()
+        return {f"{prefix}:{arg}": self._families[prefix](arg) for prefix, arg in sorted(self._family_args.items())}
 
     def names(self, pattern: str = "*") -> list[str]:
         self._discover()

@@ -92,3 +92,4 @@ def test_list_shows_sources(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "bert" in out and "advglue" in out and "sst2" in out and "robench" in out
+    assert "transfer:RUN_ID" in out  # attack families are listed with what their argument is

@@ -112,6 +112,8 @@ def cmd_list(args) -> None:
             summary = getattr(obj, "summary", None) or getattr(obj, "note", "") if obj is not None else \
                 f"(lazy: {entry.entry_point.value})"
             table.add_row(entry.name, entry.source, summary)
+        for pattern, obj in registry.families().items():  # e.g. transfer:RUN_ID
+            table.add_row(pattern, "robench", getattr(obj, "summary", ""))
         Console().print(table)
 
 
