@@ -47,6 +47,7 @@ class Estimate:
     train_examples: int
     attack_examples: int
     device: str
+    attack_queries: float = 0.0  # the model queries the attack estimate assumes
 
     @property
     def total_seconds(self) -> float:
@@ -101,7 +102,7 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
     if not train_cached:
         steps = math.ceil(len(train) / spec.train.batch_size) * spec.train.epochs
         train_seconds = cal.load_seconds + steps * cal.seconds_per_step + len(dev) / cal.forward_per_second
-    attack_seconds, attacked = None, 0
+    attack_seconds, attacked, queries = None, 0, 0.0
     if run.recipe is not None:
         split = dev if run.recipe.examples is None else run.recipe.examples(task, settings, spec.data_source)
         eval_data = subset(split, spec.eval_size, spec.eval_seed)
@@ -109,7 +110,7 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
         queries = _queries(run, texts_of(eval_data, task))
         overhead = SEARCH_OVERHEAD if run.recipe.queries_per_word else 1.0
         attack_seconds = cal.load_seconds + overhead * queries / cal.forward_per_second
-    return Estimate(train_seconds, attack_seconds, len(train), attacked, str(device))
+    return Estimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries)
 
 
 def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:

@@ -59,6 +59,11 @@ def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: C
             for stage, est in (("train", guess.train_seconds), ("attack", guess.attack_seconds)):
                 rows.append({"model": model, "stage": stage, "estimated": est, "measured": measured[stage],
                              "ratio": measured[stage] / est})
+            # the attack's two factors apart: how many queries the search made, and how fast each one was
+            queries = record.timings["victim_queries"]
+            rows[-1].update(estimated_queries=guess.attack_queries, measured_queries=queries,
+                            seconds_per_query_ratio=(measured["attack"] / queries) /
+                            (guess.attack_seconds / guess.attack_queries))
     _print(rows, options, device)
     return rows
 
@@ -81,4 +86,12 @@ def _print(rows: list[dict], options: EstimateBenchOptions, device) -> None:
         table.add_column(col, justify="left" if col in ("model", "stage") else "right")
     for r in rows:
         table.add_row(r["model"], r["stage"], f"{r['estimated']:.1f}", f"{r['measured']:.1f}", f"{r['ratio']:.2f}")
+    Console().print(table)
+    table = Table(title="The attack stage apart: queries the search made, and seconds per query")
+    for col in ("model", "queries estimated", "queries measured", "s per query: measured / estimated"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for r in rows:
+        if "measured_queries" in r:
+            table.add_row(r["model"], f"{r['estimated_queries']:.0f}", str(r["measured_queries"]),
+                          f"{r['seconds_per_query_ratio']:.2f}")
     Console().print(table)
