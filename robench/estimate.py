@@ -27,7 +27,7 @@ from robench.resolve import ResolvedRun
 from robench.spec import content_hash
 
 SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
-CALIBRATION_FORMAT = 1
+CALIBRATION_FORMAT = 2  # 2: the inference rate is measured on attack-shaped queries
 CPU_HOUR_ADVICE = 3600.0
 
 
@@ -36,7 +36,7 @@ class Calibration:
     """What this machine measured for one model at one batch size."""
 
     seconds_per_step: float  # one optimisation step (forward, backward, optimiser) at the run's batch size
-    forward_per_second: float  # inference rate of the fine-tuned-to-be model, examples per second
+    forward_per_second: float  # inference rate on attack-shaped queries (leave-one-word-out variants), per second
     load_seconds: float  # building the model from the backbone
 
 
@@ -173,10 +173,18 @@ def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) 
                    spec.train.max_grad_norm)
         times.append(time.perf_counter() - start)
 
-    texts = texts_of(subset(dev, min(len(dev), 64), 0), task)
     victim = Victim(model, tokenizer, device, max_length=spec.train.max_length)
-    victim.predict(texts[:8])  # warm-up
+    texts = texts_of(subset(dev, min(len(dev), 6), 0), task)
+    victim.predict(leave_one_out(texts[0]))  # warm-up
+    queries = [variant for text in texts[1:] for variant in leave_one_out(text)]
     start = time.perf_counter()
-    victim.predict(texts[8:])
-    rate = max(len(texts) - 8, 1) / (time.perf_counter() - start)
+    victim.predict(queries)
+    rate = len(queries) / (time.perf_counter() - start)
     return Calibration(seconds_per_step=sum(times[1:]) / steps, forward_per_second=rate, load_seconds=load_seconds)
+
+
+def leave_one_out(text: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The text with each word of its last field deleted in turn: queries shaped like a word-level attack's
+    (near-equal lengths, so little padding in a batch), as TextFooler's word-importance step makes them."""
+    words = text[-1].split()
+    return [(*text[:-1], " ".join(words[:i] + words[i + 1:])) for i in range(len(words))] or [text]

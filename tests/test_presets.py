@@ -42,12 +42,13 @@ def test_explicit_flags_override_the_preset(settings):
     assert spec.train.batch_size == PRESETS["quick"].batch_size
 
 
-@pytest.mark.parametrize("command", ["run", "train"])
+@pytest.mark.parametrize("command", ["run", "train", "analyze"])
 def test_dry_run_trains_nothing_and_writes_nothing(capsys, settings, base, command):
     code = main([command, *base, "--dry-run"])
     out = capsys.readouterr().out
     assert code == 0
     assert "checkpoint:" in out and "to train" in out and "estimate on cpu" in out
+    assert command != "analyze" or "analysis record:" in out and "to measure" in out
     assert not settings.results_dir.exists() and not (settings.cache_dir / "checkpoints").exists()
     assert not (settings.cache_dir / "estimates").exists()
 
@@ -80,6 +81,14 @@ def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, t
     assert all(r["estimated_queries"] == 4 and r["measured_queries"] >= 4 for r in attacks)  # replay: 1 per example
     assert "measured / estimated" in capsys.readouterr().out
     assert not (settings.cache_dir / "checkpoints").exists()  # the real runs used a scratch cache
+
+
+def test_calibration_queries_look_like_an_attacks():
+    from robench.estimate import leave_one_out
+
+    assert leave_one_out(("a premise", "x y z")) == [("a premise", "y z"), ("a premise", "x z"),
+                                                      ("a premise", "x y")]
+    assert leave_one_out(("",)) == [("",)]
 
 
 def test_attack_bar_shows_outcomes_so_far():

@@ -62,7 +62,21 @@ def cmd_analyze(args) -> None:
     settings, console = settings_from_args(args), progress_console(args)
     syntax = syntax_config_from_args(args)
     for spec in specs_from_args(args, settings):
+        if args.dry_run:
+            print_analysis_plan(spec, settings, args, syntax)
+            continue
         record = analyze(spec, settings, args.device, args.examples, args.shuffles, console, args.force,
                          syntax=syntax)
         Console().print(summary_table(record))
         print(f"analysis record: {analysis_dir(settings) / (record.analysis_id + '.json')}")
+
+
+def print_analysis_plan(spec, settings, args, syntax) -> None:
+    """`--dry-run`: the training plan (checkpoint cached or not, estimate) and where the record would go."""
+    from robench.analysis import analysis_path
+    from robench.analysis.records import AnalysisConfig
+    from robench.cli.core import print_plan
+
+    print_plan(spec, settings, args.device, attack=False)
+    path = analysis_path(spec, AnalysisConfig(args.examples, args.shuffles, 32, syntax), settings)
+    print(f"analysis record: {path} ({'finished' if path.is_file() else 'to measure'})")
