@@ -41,13 +41,13 @@ WEIGHTS = "head.safetensors"
 
 @dataclass(frozen=True)
 class MlmHeadConfig:
-    texts: int = 12000  # corpus texts encoded once (random subset, by seed) for training
+    texts: int = 40000  # corpus texts encoded once (random subset, by seed) for training
     heldout: int = 500  # further texts for the held-out masked-token accuracy
     max_length: int = 64
     mask_prob: float = 0.15
-    steps: int = 1500
+    steps: int = 4000
     batch_size: int = 128  # masked positions per step
-    lr: float = 5e-3
+    lr: float = 3e-3
     seed: int = 0
 
     def __post_init__(self) -> None:
