@@ -60,7 +60,7 @@ def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: C
             measured = {"train": record.timings["train_stage_seconds"], "attack": record.timings["attack_seconds"]}
             for stage, est in (("train", guess.train_seconds), ("attack", guess.attack_seconds)):
                 rows.append({"model": model, "stage": stage, "estimated": est, "measured": measured[stage],
-                             "ratio": measured[stage] / est})
+                             "ratio": measured[stage] / est, "dev_accuracy": record.metrics["dev_accuracy"]})
             # the attack's two factors apart: how many queries the search made, and how fast each one was
             queries = record.timings["victim_queries"]
             rows[-1].update(estimated_queries=guess.attack_queries, measured_queries=queries,
@@ -84,10 +84,11 @@ def _scratch_settings(settings: Settings, tmp: Path) -> Settings:
 def _print(rows: list[dict], options: EstimateBenchOptions, device) -> None:
     table = Table(title=f"Estimate vs measurement on {device}: {options.task}, {options.train_size} training "
                         f"examples x {options.epochs} epoch(s), {options.attack} on {options.eval_size} examples")
-    for col in ("model", "stage", "estimated s", "measured s", "measured / estimated"):
+    for col in ("model", "dev acc.", "stage", "estimated s", "measured s", "measured / estimated"):
         table.add_column(col, justify="left" if col in ("model", "stage") else "right")
-    for r in rows:
-        table.add_row(r["model"], r["stage"], f"{r['estimated']:.1f}", f"{r['measured']:.1f}", f"{r['ratio']:.2f}")
+    for r in rows:  # dev accuracy: is the attacked model a real classifier, as the estimate assumes?
+        table.add_row(r["model"], f"{100 * r['dev_accuracy']:.1f}%", r["stage"], f"{r['estimated']:.1f}",
+                      f"{r['measured']:.1f}", f"{r['ratio']:.2f}")
     Console().print(table)
     table = Table(title="The attack stage apart: queries the search made, and seconds per query")
     for col in ("model", "queries estimated", "queries measured", "s per query: measured / estimated"):
