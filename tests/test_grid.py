@@ -97,10 +97,10 @@ def test_bad_toml_file(tmp_path):
 
 def test_reference_grid_is_the_documented_protocol():
     specs = expand(load_config(REPO / "results" / "grid-reference.toml"))
-    assert len(specs) == 4 * 3 * 3 == len({s.run_id for s in specs})
+    assert len(specs) == 4 * 3 * 4 == len({s.run_id for s in specs})
     assert {s.task for s in specs} == {"sst2"} and {s.backbone for s in specs} == {"minilm"}
     assert {s.model for s in specs} == {"bert", "imbert", "freelb", "smart"}
-    assert {s.attack for s in specs} == {"advglue", "textfooler", "gradient-swap"}
+    assert {s.attack for s in specs} == {"advglue", "textfooler", "bert-attack", "gradient-swap"}
     assert {s.seed for s in specs} == {0, 1, 2}
     trainings = {(s.model, s.seed, s.train_size, s.train) for s in specs}
     assert len(trainings) == 12 and {s.train_size for s in specs} == {1000}
