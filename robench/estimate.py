@@ -27,7 +27,7 @@ from robench.resolve import ResolvedRun
 from robench.spec import content_hash
 
 SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
-CALIBRATION_FORMAT = 2  # 2: the inference rate is measured on attack-shaped queries
+CALIBRATION_FORMAT = 3  # 2: the inference rate is measured on attack-shaped queries; 3: more of them
 CPU_HOUR_ADVICE = 3600.0
 
 
@@ -174,9 +174,9 @@ def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) 
         times.append(time.perf_counter() - start)
 
     victim = Victim(model, tokenizer, device, max_length=spec.train.max_length)
-    texts = texts_of(subset(dev, min(len(dev), 6), 0), task)
-    victim.predict(leave_one_out(texts[0]))  # warm-up
-    queries = [variant for text in texts[1:] for variant in leave_one_out(text)]
+    texts = texts_of(subset(dev, min(len(dev), 16), 0), task)
+    victim.predict([variant for text in texts[:4] for variant in leave_one_out(text)])  # warm-up, full batches
+    queries = [variant for text in texts[4:] for variant in leave_one_out(text)]
     start = time.perf_counter()
     victim.predict(queries)
     rate = len(queries) / (time.perf_counter() - start)
