@@ -78,5 +78,5 @@ def print_analysis_plan(spec, settings, args, syntax) -> None:
     from robench.cli.core import print_plan
 
     print_plan(spec, settings, args.device, attack=False)
-    path = analysis_path(spec, AnalysisConfig(args.examples, args.shuffles, 32, syntax), settings)
+    path = analysis_path(spec, AnalysisConfig(args.examples, args.shuffles, syntax=syntax), settings)
     print(f"analysis record: {path} ({'finished' if path.is_file() else 'to measure'})")
