@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Adaptive evaluation (bench/adaptive.sh) on the reference leaderboard's setting (results/grid-reference.toml):
-# SST-2, 1,000 training examples x 3 epochs, IM-BERT on layers 0,1,2, the same 100 dev examples, 3 seeds.
+# SST-2, 3,000 training examples x 1 epoch, IM-BERT on layers 0,1,2, the same 100 dev examples, 3 seeds.
 # The reference records of bert and imbert (advglue, textfooler, gradient-swap) are copied in and reused; this
 # adds gradient-swap with BPDA and the transfer of bert's TextFooler texts, then the worst case and the flags.
 #
 #   bash bench/adaptive-reference.sh     # after `robench grid results/grid-reference.toml`, same cache dir
+#
+# The committed records (results/evidence-cpu/adaptive-reference/) were made on the reference's earlier schedule
+# (1,000 examples x 3 epochs, with the reference records of that schedule: git show 8b1463b:results/reference).
 #
 # Environment: ROBENCH_DATA_DIR and ROBENCH_CACHE_DIR as for the grid; OUT: where the records go.
 set -euo pipefail
@@ -14,5 +17,5 @@ mkdir -p "$OUT/runs"
 for model in bert imbert; do
   cp results/reference/runs/sst2-"$model"-*.json results/reference/runs/sst2-"$model"-*.csv "$OUT/runs/"
 done
-ROBENCH_RESULTS_DIR="$OUT" TRAIN_SIZE=1000 EPOCHS=3 LR=1e-4 BATCH=16 MAX_LENGTH=128 EVAL_SIZE=100 \
+ROBENCH_RESULTS_DIR="$OUT" TRAIN_SIZE=3000 EPOCHS=1 LR=1e-4 BATCH=16 MAX_LENGTH=128 EVAL_SIZE=100 \
   IMBERT_PARAMS="im_layers=0,1,2" BPDA_MODELS=imbert BERT_ATTACK=${BERT_ATTACK:-0} SEEDS=${SEEDS:-"0 1 2"} bash bench/adaptive.sh

@@ -103,7 +103,7 @@ def test_reference_grid_is_the_documented_protocol():
     assert {s.attack for s in specs} == {"advglue", "textfooler", "bert-attack", "gradient-swap"}
     assert {s.seed for s in specs} == {0, 1, 2}
     trainings = {(s.model, s.seed, s.train_size, s.train) for s in specs}
-    assert len(trainings) == 12 and {s.train_size for s in specs} == {1000}
+    assert len(trainings) == 12 and {(s.train_size, s.train.epochs) for s in specs} == {(3000, 1)}
     assert {s.eval_size for s in specs if s.attack == "advglue"} == {None}
     word_level = [s for s in specs if s.attack != "advglue"]
     assert {(s.eval_size, s.eval_seed) for s in word_level} == {(100, 0)}  # the same examples for every cell
