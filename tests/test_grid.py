@@ -110,6 +110,15 @@ def test_reference_grid_is_the_documented_protocol():
     assert [s.model for s in specs][0] == "imbert"  # the slowest trains first
 
 
+def test_gpu_grid_is_the_documented_larger_protocol():
+    specs = expand(load_config(REPO / "results" / "grid-gpu.toml"))
+    assert len(specs) == 2 * 4 * 3 * 2 == len({s.run_id for s in specs})
+    assert {s.model for s in specs} == {"bert", "imbert", "freelb", "smart"} and {s.seed for s in specs} == {0, 1, 2}
+    assert {s.attack for s in specs} == {"textfooler", "bert-attack"}
+    assert {(s.task, s.train_size) for s in specs} == {("sst2", 8000), ("mr", None)}  # 8,000+; MR: all of train
+    assert {s.eval_size for s in specs} == {None}  # the whole SST-2 dev split and MR held-out part
+
+
 def test_example_grid_dry_run(tiny_data, tiny_backbone, tmp_path, capsys):
     from robench.cli import main
 
