@@ -6,13 +6,13 @@
 #
 #   bash bench/adaptive-reference.sh     # after `robench grid results/grid-reference.toml`, same cache dir
 #
-# The committed records (results/evidence-cpu/adaptive-reference/) were made on the reference's earlier schedule
-# (1,000 examples x 3 epochs, with the reference records of that schedule: git show 8b1463b:results/reference).
+# Committed: results/evidence-cpu/adaptive-reference-3000x1/ (this script, BERT_ATTACK=1); results/evidence-cpu/
+# adaptive-reference/ is the same protocol on the reference's earlier 1,000 x 3 schedule (the script at 8b1463b).
 #
 # Environment: ROBENCH_DATA_DIR and ROBENCH_CACHE_DIR as for the grid; OUT: where the records go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-results/evidence-cpu/adaptive-reference}
+OUT=${OUT:-results/evidence-cpu/adaptive-reference-3000x1}
 mkdir -p "$OUT/runs"
 for model in bert imbert; do
   cp results/reference/runs/sst2-"$model"-*.json results/reference/runs/sst2-"$model"-*.csv "$OUT/runs/"
