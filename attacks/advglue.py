@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from robench.data import ADVGLUE_FILE, load_advglue, texts_of
-from robench.errors import RobenchError
-from robench.metrics import textattack_metrics
-from robench.registries import ATTACKS
-from robench.settings import Settings
-from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Source, Task
-from robench.words import count_words, join_fields
+from robench.core.errors import RobenchError
+from robench.core.paths import Settings
+from robench.core.registry import ATTACKS
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Source, Task
+from robench.data.loading import ADVGLUE_FILE, load_advglue, texts_of
+from robench.engine.metrics import textattack_metrics
+from robench.engine.words import count_words, join_fields
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def _attack(ctx: AttackContext, params: AdvGlueParams) -> AttackOutput:
     return AttackOutput(results, {"advglue": source})
 
 
-def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, Any]:
+def _summarize(results: list[ExampleResult], ctx: AttackContext, params: AdvGlueParams) -> dict[str, Any]:
     base = textattack_metrics(results)
     if base.examples == 0:
         raise RobenchError("AdvGLUE replay evaluated no examples")

@@ -32,7 +32,7 @@ Deviations (all recorded in the run record):
   reaches about 0.6, the offline build less), so candidates are weaker than the
   paper's;
 * sentence similarity: the packaged MiniLM instead of the Universal Sentence
-  Encoder, threshold mapped by `robench.resources` (`threshold_for(0.2, "cosine")`);
+  Encoder, threshold mapped by `robench.engine.resources` (`threshold_for(0.2, "cosine")`);
 * importance uses probabilities, 1 - p(gold), not raw logits o_y (the victim
   returns probabilities; TextAttack does the same), and only non-stopword
   words are ranked (they are the only ones that can change);
@@ -71,32 +71,33 @@ from robench.attacks.common import (
     validate_encoder_params,
 )
 
-from robench import resources
-from robench.engine import EngineConfig, Request, SearchFactory, attack_examples
-from robench.registries import ATTACKS
-from robench.search import CachedEmbedder, Similarity, WordSwapSearch
-from robench.settings import Settings
-from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
-from robench.victim import Text
-from robench.words import Words, is_one_word, recover_case, split_words
+from robench.core.params import bounded
+from robench.core.paths import Settings
+from robench.core.registry import ATTACKS
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
+from robench.engine import resources
+from robench.engine.scheduler import EngineConfig, Request, SearchFactory, attack_examples
+from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
+from robench.engine.victim import Text
+from robench.engine.words import Words, is_one_word, recover_case, split_words
 
 
 @dataclass(frozen=True)
 class BertAttackParams:
-    k: int = 48  # MLM candidates per word (paper: 48)
+    k: int = bounded(48, 1, 1000)  # MLM candidates per word (paper: 48)
     masked_lm: str = "built"  # the MLM built by `robench resources build-mlm`, or a hub id (bert-base-uncased)
     sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
-    max_perturbed: float = 0.4  # fraction of the words that may change: max_changed_words = ceil(this * words)
-    similarity_threshold: float = 0.2  # the paper's (USE) value; mapped to the encoder used
+    max_perturbed: float = bounded(0.4, 0, 1, low_open=True)  # fraction of words that may change: ceil(this * words)
+    similarity_threshold: float = bounded(0.2, -1, 1)  # the paper's (USE) value; mapped to the encoder used
     similarity_metric: str = "cosine"
-    encoder_threshold: float | None = None  # a threshold on the encoder used; None: mapped from the above
+    encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder used; None: mapped from the above
     importance_token: str = "[MASK]"  # replaces a word to measure its importance
-    mlm_max_length: int = 256  # sub-words the MLM sees (incl. [CLS]/[SEP])
-    mlm_batch_size: int = 8
+    mlm_max_length: int = bounded(256, 3, 512)  # sub-words the MLM sees (incl. [CLS]/[SEP])
+    mlm_batch_size: int = bounded(8, 1, 4096)
     lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
-    query_budget: int | None = None  # victim queries per example; None: unlimited
-    concurrency: int = 32  # examples attacked at once
-    encoder_batch_size: int = 128
+    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example; None: unlimited
+    concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
+    encoder_batch_size: int = bounded(128, 1, 4096)
 
     def __post_init__(self) -> None:
         validate_encoder_params(self)
@@ -205,8 +206,7 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
     """Before training: the threshold maps, the stopwords are there and so is the built MLM (if used)."""
     check_threshold(params)
     resources.stopwords(settings)
-    if params.masked_lm == resources.BUILT_MLM:
-        resources.require_built_mlm(settings)
+    resources.require_masked_lm(settings, params.masked_lm)
 
 
 def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFactory:
@@ -225,8 +225,8 @@ def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFa
                 return []
             return [current.replace(i, w) for w in table[i]]
 
-        greedy = WordSwapSearch(indices, lambda words, i: words.replace(i, params.importance_token), candidates,
-                                similarity, lazy=params.lazy_similarity)
+        greedy = WordSwapSearch(indices, Importance(lambda words, i: words.replace(i, params.importance_token)),
+                                candidates, similarity, lazy=params.lazy_similarity)
         return (yield from greedy(text, label, clean))
 
     return search

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from robench import resources
-from robench.words import Words
+from robench.engine import resources
+from robench.engine.words import Words
 
 
 class EncoderParams(Protocol):
@@ -31,6 +31,12 @@ def validate_encoder_params(params: EncoderParams) -> None:
         raise ValueError(f"similarity_metric must be 'angular' or 'cosine', got {params.similarity_metric!r}")
     if params.query_budget is not None and params.query_budget < 1:
         raise ValueError(f"query_budget must be positive or null, got {params.query_budget}")
+    low = 0.0 if params.similarity_metric == "angular" else -1.0  # angular similarity lies in [0, 1], cosine [-1, 1]
+    for name in ("similarity_threshold", "encoder_threshold"):
+        value = getattr(params, name)
+        if value is not None and not low <= value <= 1:
+            raise ValueError(f"{name} must be between {low:g} and 1 for {params.similarity_metric} similarity, "
+                             f"got {value}")
 
 
 def encoder_threshold(params: EncoderParams, encoder: Any) -> float:

@@ -11,7 +11,7 @@ greedy search with model queries.
 The attack, step by step:
 
 * gradient: the cross-entropy loss of the gold label, differentiated w.r.t. the
-  input word-piece embeddings through the whole model (`robench.gradients`); for
+  input word-piece embeddings through the whole model (`robench.engine.gradients`); for
   IM-BERT that is the unrolled IM-connection solver (`gradient=unrolled`, the
   default), or, with `gradient=bpda`, the explicit layer in the backward pass
   (BPDA, Athalye, Carlini and Wagner, ICML 2018);
@@ -56,21 +56,22 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Generator, Literal
 
 import numpy as np
 from robench.attacks import textfooler
 
-from robench.data import texts_of
-from robench.engine import EngineConfig, Outcome, Request, Search, attack_examples
-from robench.errors import RobenchError
-from robench.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
-from robench.metrics import textattack_metrics
-from robench.registries import ATTACKS
-from robench.search import CachedEmbedder, WordSwapSearch, goal_scores
-from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
-from robench.victim import QueryBudgetExceeded, Text, Victim
-from robench.words import Words
+from robench.core.errors import RobenchError
+from robench.core.params import bounded
+from robench.core.registry import ATTACKS
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
+from robench.data.loading import texts_of
+from robench.engine.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
+from robench.engine.metrics import budget_curve, masking_flags_of_run, textattack_metrics
+from robench.engine.scheduler import EngineConfig, Request, Search, attack_examples
+from robench.engine.search import CachedEmbedder, Importance, WordSwapSearch
+from robench.engine.victim import Text, Victim
+from robench.engine.words import Words
 
 GRADIENTS = ("unrolled", "bpda")
 
@@ -78,8 +79,8 @@ GRADIENTS = ("unrolled", "bpda")
 @dataclass(frozen=True)
 class GradientSwapParams(textfooler.TextFoolerParams):
     gradient: Literal["unrolled", "bpda"] = "unrolled"  # IM-BERT: through the solver, or BPDA (explicit layer)
-    verify: int = 10  # candidates per word queried, best first-order estimate first
-    zero_gradient_norm: float = 1e-12  # an input gradient at or below this L2 norm counts as zero
+    verify: int = bounded(10, 1, 1000)  # candidates per word queried, best first-order estimate first
+    zero_gradient_norm: float = bounded(1e-12, 0, 1)  # an input gradient at or below this L2 norm counts as zero
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -109,50 +110,49 @@ def first_order(grad: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarra
     return (new - old[None, :]) @ grad
 
 
-@dataclass
-class GradientSwapSearch(WordSwapSearch):
-    """WordSwapSearch with gradient word importance and first-order candidate ranking."""
+class GradientImportance(Importance):
+    """A2T's gradient word importance and HotFlip's first-order candidate ranking, as `WordSwapSearch`'s strategy:
+    words by the L1 norm of their loss gradient, highest first (ties in text order); the `verify` candidates with
+    the largest first-order loss increase; the gradient recomputed at the current text after every accepted swap."""
 
-    embedding: Callable[[str], np.ndarray] = None  # type: ignore[assignment]
-    verify: int = 10
+    def __init__(self, embedding: Callable[[str], np.ndarray], verify: int) -> None:
+        self.embedding, self.verify = embedding, verify
+        self.grads: np.ndarray | None = None  # at the current text; one strategy object per example
 
-    def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
-        original = current = Words.of(text)
-        probs, score = clean, float(goal_scores(clean[None], label)[0])
-        try:
-            indices = self.indices(original)
-            if indices:
-                grads = yield from self._gradient(current, label)
-                importance = np.abs(grads[indices]).sum(axis=1)
-                for i in (indices[r] for r in np.argsort(-importance, kind="stable")):
-                    options = self.ranked(self.candidates(current, original, i), current, i, grads[i])
-                    if not options:
-                        continue
-                    pick = yield from self._pick(options, current, original, i, label, score)
-                    if pick is None:
-                        continue
-                    current, probs = pick
-                    score = float(goal_scores(probs[None], label)[0])
-                    if int(probs.argmax()) != label:
-                        break
-                    grads = yield from self._gradient(current, label)
-        except QueryBudgetExceeded as exc:
-            return Outcome(current.text, probs, current.diff(original), str(exc))
-        return Outcome(current.text, probs, current.diff(original))
+    def rank(self, original: Words, indices: list[int], label: int) -> Generator[Request, Any, list[int]]:
+        self.grads = yield from self._gradient(original, label)
+        importance = np.abs(self.grads[indices]).sum(axis=1)
+        return [indices[r] for r in np.argsort(-importance, kind="stable")]
 
-    def _gradient(self, words: Words, label: int) -> Any:
+    def order(self, options: list[Words], current: Words, i: int) -> list[Words]:
+        """The `verify` options with the largest first-order loss increase (stable: candidate order on ties)."""
+        if not options:
+            return options
+        new = np.stack([self.embedding(o.words[i]) for o in options])
+        estimate = first_order(self.grads[i], self.embedding(current.words[i]), new)
+        return [options[j] for j in np.argsort(-estimate, kind="stable")[:self.verify]]
+
+    def accepted(self, current: Words, label: int) -> Generator[Request, Any, None]:
+        self.grads = yield from self._gradient(current, label)
+
+    @staticmethod
+    def _gradient(words: Words, label: int) -> Generator[Request, Any, np.ndarray]:
         (answer,) = yield Request("predict", [GradQuery(words.text, label)])
         if not np.all(np.isfinite(answer.grads)):
             raise FloatingPointError("the input gradient is not finite")
         return answer.grads
 
-    def ranked(self, options: list[Words], current: Words, i: int, grad: np.ndarray) -> list[Words]:
-        """The `verify` options with the largest first-order loss increase (stable: candidate order on ties)."""
-        if not options:
-            return options
-        new = np.stack([self.embedding(o.words[i]) for o in options])
-        estimate = first_order(grad, self.embedding(current.words[i]), new)
-        return [options[j] for j in np.argsort(-estimate, kind="stable")[:self.verify]]
+
+@dataclass
+class GradientSwapSearch(WordSwapSearch):
+    """WordSwapSearch with a fresh `GradientImportance` for every example (it holds the current gradient)."""
+
+    embedding: Callable[[str], np.ndarray] = None  # type: ignore[assignment]
+    verify: int = 10
+
+    def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
+        search = dataclasses.replace(self, importance=GradientImportance(self.embedding, self.verify))
+        return WordSwapSearch.__call__(search, text, label, clean)
 
 
 def build_search(params: GradientSwapParams, res: textfooler.TextFoolerResources,
@@ -199,23 +199,14 @@ def gradient_check(victim: Victim, texts: list[Text], labels: list[int], mode: s
             "mode": mode, "zero_norm": zero_norm}
 
 
-def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, Any]:
-    from robench.worstcase import budget_curve, masking_flags_of_run
-
+def _summarize(results: list[ExampleResult], ctx: AttackContext, params: GradientSwapParams) -> dict[str, Any]:
     out = dataclasses.asdict(textattack_metrics(results))
     out.update(out.pop("extra"))
-    params = make_params_of(ctx)
     texts, labels = texts_of(ctx.eval_data, ctx.task), [int(y) for y in ctx.eval_data["label"]]
     out["gradient_check"] = gradient_check(ctx.victim, texts, labels, params.gradient, params.zero_gradient_norm)
     out["budget_curve"] = budget_curve(results)
     out["masking_flags"] = masking_flags_of_run(out)
     return out
-
-
-def make_params_of(ctx: AttackContext) -> GradientSwapParams:
-    from robench.params import make_params
-
-    return make_params(GradientSwapParams, ctx.spec.attack_params, "attack 'gradient-swap'")
 
 
 ATTACKS.register("gradient-swap")(AttackRecipe(

@@ -33,7 +33,7 @@ Deviations (every one of them on purpose; all are recorded in the run record):
   which are not available offline;
 * sentence similarity: the packaged MiniLM (all-MiniLM-L6-v2) instead of the
   Universal Sentence Encoder; the paper's threshold is mapped to MiniLM by
-  `robench.resources` (`threshold_for(0.840845057, "angular")`, see its docs);
+  `robench.engine.resources` (`threshold_for(0.840845057, "angular")`, see its docs);
 * POS tags: NLTK's averaged-perceptron tagger from the data dir's nltk_data
   (the tagger TextAttack uses, loaded offline);
 * pair tasks (RTE, QNLI, ...): only the last text field is perturbed and the
@@ -52,7 +52,7 @@ Speed, with the same result: model calls are batched across `concurrency`
 examples and cached; the cheap constraints (stopword, embedding cosine, POS)
 run before the sentence encoder; encodings are cached; with
 lazy_similarity=True the encoder scores only the candidates whose similarity can
-change the greedy choice (`robench.search.select_lazy`, proven equal to the
+change the greedy choice (`robench.engine.search.select_lazy`, proven equal to the
 straightforward order by tests/test_attacks.py). The victim then also scores
 candidates the encoder would reject, so `avg_queries` (counted at the victim)
 can exceed TextAttack's; lazy_similarity=False reproduces TextAttack's order and
@@ -73,33 +73,34 @@ from robench.attacks.common import (
     validate_encoder_params,
 )
 
-from robench import resources
-from robench.engine import EngineConfig, attack_examples
-from robench.registries import ATTACKS
-from robench.search import CachedEmbedder, Similarity, WordSwapSearch
-from robench.settings import Settings
-from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
-from robench.words import Words, is_one_word, recover_case
+from robench.core.params import bounded
+from robench.core.paths import Settings
+from robench.core.registry import ATTACKS
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.engine import resources
+from robench.engine.scheduler import EngineConfig, attack_examples
+from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
+from robench.engine.words import Words, is_one_word, recover_case
 
 USE_THRESHOLD = 0.840845057  # TextAttack: 1 - 0.5 / pi, the TextFooler code's USE threshold as an angular similarity
 
 
 @dataclass(frozen=True)
 class TextFoolerParams:
-    k: int = 50  # synonym candidates per word
-    min_cos: float = 0.5  # word-embedding cosine of a candidate (the paper says 0.7; its code and TextAttack 0.5)
+    k: int = bounded(50, 1, 1000)  # synonym candidates per word
+    min_cos: float = bounded(0.5, -1, 1)  # embedding cosine of a candidate (paper 0.7; its code, TextAttack 0.5)
     synonym_source: str = "counterfitted-glove"  # or "neighbors" (Alzantot et al.'s counter-fitted lists)
     sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
     allow_verb_noun_swap: bool = True
-    similarity_threshold: float = USE_THRESHOLD  # the paper's (USE) value; mapped to the encoder used
+    similarity_threshold: float = bounded(USE_THRESHOLD, -1, 1)  # the paper's (USE) value; mapped to the encoder used
     similarity_metric: Literal["angular", "cosine"] = "angular"
-    encoder_threshold: float | None = None  # a threshold on the encoder used; None: mapped from the above
-    window: int = 15  # words around the swapped word compared by the sentence encoder
+    encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder used; None: mapped from the above
+    window: int = bounded(15, 1, 1000)  # words around the swapped word compared by the sentence encoder
     skip_shorter_than_window: bool = True
     lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
-    query_budget: int | None = None  # victim queries per example; None: unlimited
-    concurrency: int = 32  # examples attacked at once
-    encoder_batch_size: int = 128
+    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example; None: unlimited
+    concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
+    encoder_batch_size: int = bounded(128, 1, 4096)
 
     def __post_init__(self) -> None:
         validate_encoder_params(self)
@@ -167,8 +168,8 @@ def build_search(params: TextFoolerParams, res: TextFoolerResources) -> WordSwap
     threshold = encoder_threshold(params, res.encoder)
     similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
                             skip_shorter_than_window=params.skip_shorter_than_window)
-    return WordSwapSearch(changeable_words(res.stopwords), lambda original, i: original.delete(i), candidates,
-                          similarity, lazy=params.lazy_similarity)
+    return WordSwapSearch(changeable_words(res.stopwords), Importance(lambda original, i: original.delete(i)),
+                          candidates, similarity, lazy=params.lazy_similarity)
 
 
 def attack_with(ctx: AttackContext, params: TextFoolerParams, res: TextFoolerResources) -> list[ExampleResult]:

@@ -26,20 +26,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
-from robench.data import load_split, texts_of
-from robench.errors import RobenchError
-from robench.metrics import textattack_metrics
-from robench.registries import ATTACKS
-from robench.results import RunRecord, read_record
-from robench.settings import Settings
-from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
-from robench.words import split_words
-from robench.worstcase import read_results, split_rows
-
-SEP = " [SEP] "
+from robench.core.errors import RobenchError
+from robench.core.paths import Settings
+from robench.core.records import RunRecord, examples_path, read_examples, read_record, record_path, record_problem
+from robench.core.registry import ATTACKS
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.data.loading import load_split, split_rows, texts_of
+from robench.engine.metrics import textattack_metrics
+from robench.engine.words import FIELD_SEPARATOR, split_words
 
 
 @dataclass(frozen=True)
@@ -48,11 +44,11 @@ class TransferParams:
 
 
 def joined(text: Sequence[str]) -> str:
-    return SEP.join(text)
+    return FIELD_SEPARATOR.join(text)
 
 
 def _source(settings: Settings, run_id: str, task: Task) -> RunRecord:
-    path = settings.runs_dir / f"{run_id}.json"
+    path = record_path(settings.runs_dir, run_id)
     if not path.is_file():
         raise RobenchError(f"transfer source run {run_id!r} not found: no {path}")
     record = read_record(path)
@@ -61,8 +57,10 @@ def _source(settings: Settings, run_id: str, task: Task) -> RunRecord:
     if record.spec.get("attack") == "advglue" or str(record.spec.get("attack", "")).startswith("transfer:"):
         raise RobenchError(f"transfer source run {run_id!r} is a replay ({record.spec['attack']}); "
                            f"use a run of a search attack such as textfooler")
-    if not (settings.runs_dir / f"{run_id}.csv").is_file():
+    if not examples_path(settings.runs_dir, run_id).is_file():
         raise RobenchError(f"transfer source run {run_id!r} has no per-example CSV in {settings.runs_dir}")
+    if (problem := record_problem(path, record)) is not None:
+        raise RobenchError(f"transfer source run {run_id!r} does not verify ({problem}); re-run it")
     return record
 
 
@@ -77,7 +75,7 @@ def source_adversarials(ctx: AttackContext, run_id: str, split: list[str]
     if source.spec.get("data_source") != ctx.spec.data_source:
         raise RobenchError(f"transfer source run {run_id!r} read {source.spec.get('data_source')!r} data, this run "
                            f"reads {ctx.spec.data_source!r}")
-    results = read_results(ctx.settings.runs_dir, run_id)
+    results = read_examples(ctx.settings.runs_dir, run_id)
     rows = split_rows(split, [r.original_text for r in sorted(results, key=lambda r: r.index)])
     return {(row, r.original_text): r for row, r in zip(rows, sorted(results, key=lambda r: r.index))
             if row is not None}
@@ -105,7 +103,7 @@ def _attack(run_id: str, ctx: AttackContext, params: TransferParams) -> AttackOu
 def _replay_text(text: tuple[str, ...], src: ExampleResult | None) -> tuple[str, ...] | None:
     if src is None or src.status != "successful":
         return None
-    return tuple(src.perturbed_text.split(SEP, len(text) - 1))
+    return tuple(src.perturbed_text.split(FIELD_SEPARATOR, len(text) - 1))
 
 
 def _result(i: int, text: tuple[str, ...], label: int, pred: int, replay: tuple[str, ...] | None,
@@ -124,7 +122,7 @@ def _result(i: int, text: tuple[str, ...], label: int, pred: int, replay: tuple[
     return ExampleResult(i, label, original, joined(replay), pred, int(adv), status, 2, words, src.words_perturbed)
 
 
-def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, Any]:
+def _summarize(results: list[ExampleResult], ctx: AttackContext, params: TransferParams) -> dict[str, Any]:
     out = dataclasses.asdict(textattack_metrics(results))
     out.update(out.pop("extra"))
     out["accuracy_drop"] = out["clean_accuracy"] - out["robust_accuracy"]
@@ -133,7 +131,7 @@ def _summarize(results: list[ExampleResult], ctx: AttackContext) -> dict[str, An
 
 
 def _resources(run_id: str, settings: Settings) -> dict[str, Any]:
-    record = read_record(Path(settings.runs_dir) / f"{run_id}.json")
+    record = read_record(record_path(settings.runs_dir, run_id))
     return {"source_run": run_id, "source_model": record.spec.get("model"),
             "source_attack": record.spec.get("attack"), "source_attack_params": record.spec.get("attack_params"),
             "source_seed": record.spec.get("seed"), "source_git_commit": record.git_commit}

@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 import robench
-from robench.file_tasks import file_task_definition
-from robench.results import RunRecord
-from robench.settings import resolve_settings
+from robench.core.paths import resolve_settings
+from robench.core.records import RunRecord
+from robench.data.file_tasks import file_task_definition
 
 HERE = Path(__file__).resolve().parent
 ATTACK = {"synonym_source": "neighbors"}  # counter-fitted neighbour lists from the data dir: no vectors to build

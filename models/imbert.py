@@ -63,9 +63,10 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 from transformers.models.bert.modeling_bert import BertLayer
 
-from robench.errors import RobenchError
-from robench.registries import MODELS
-from robench.types import Defense
+from robench.core.errors import RobenchError
+from robench.core.params import bounded
+from robench.core.registry import MODELS
+from robench.core.types import Defense
 
 SOLVERS = ("gd", "fixed_point")
 
@@ -75,10 +76,10 @@ class IMBertParams:
     """IM-connection settings (recorded with every run)."""
 
     im_layers: tuple[int, ...] | None = None  # 0-based encoder layers with an IM-connection; None: all
-    im_steps: int = 5  # T, solver steps per layer (0: plain BERT)
-    im_gamma: float = 0.01  # gamma, gradient-descent step size (per token: r is a sum over tokens)
+    im_steps: int = bounded(5, 0, 100)  # T, solver steps per layer (0: plain BERT)
+    im_gamma: float = bounded(0.01, 0, 10, low_open=True)  # gamma, gradient-descent step (per token: r sums tokens)
     im_solver: str = "gd"  # "gd" (gradient descent on the residual) or "fixed_point" (damped)
-    im_damping: float = 0.5  # alpha of the damped fixed-point solver
+    im_damping: float = bounded(0.5, 0, 1, low_open=True)  # alpha of the damped fixed-point solver
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "im_layers", parse_layers(self.im_layers))
@@ -98,9 +99,11 @@ def parse_layers(value: Any) -> tuple[int, ...] | None:
         return None
     if isinstance(value, str):
         value = [v for v in value.replace(" ", "").split(",") if v]
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
     try:
+        if isinstance(value, bool) or any(isinstance(v, (bool, float)) for v in value):
+            raise TypeError("not integers")
         layers = tuple(sorted({int(v) for v in value}))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"im_layers must be 'all' or a list of layer indices, got {value!r}") from exc
@@ -192,6 +195,16 @@ class IMBertLayer(BertLayer):
             mask = attention_mask.clone() if attention_mask is not None else None
             z = self._solve(x, z0, mask, _clone_tensors(args), _clone_tensors(kwargs), differentiable=False)
         return (z.detach(),) + tuple(outputs[1:])
+
+    def bpda_forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any,
+                     **kwargs: Any) -> tuple[torch.Tensor, ...]:
+        """BPDA (Athalye et al. 2018), the hook `robench.engine.gradients.bpda` installs: the solver's (detached)
+        value forward, the explicit layer's gradient backward."""
+        explicit = BertLayer.forward(self, hidden_states, attention_mask, *args, **kwargs)
+        with torch.no_grad():  # IM-BERT's inference path: the solver's (detached) result
+            solved = IMBertLayer.forward(self, hidden_states, attention_mask, *args, **kwargs)[0]
+        z0 = explicit[0]
+        return (z0 + (solved - z0).detach(),) + tuple(explicit[1:])
 
     def _solve(self, x, z0, attention_mask, args, kwargs, differentiable: bool,
                trace: list[float] | None = None) -> torch.Tensor:

@@ -52,19 +52,20 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from robench.registries import MODELS
-from robench.types import Defense, Objective
+from robench.core.params import bounded
+from robench.core.registry import MODELS
+from robench.core.types import Defense, Objective
 
 
 @dataclass(frozen=True)
 class SMARTParams:
-    smart_lambda: float = 1.0  # lambda_s, weight of the smoothness-inducing regulariser
-    smart_noise: float = 1e-5  # sigma, std of the random start of delta
-    smart_step: float = 1e-3  # eta, ascent step size
-    smart_eps: float = 1e-5  # eps, L_inf radius of delta
-    smart_ascent_steps: int = 1  # T_x, projected ascent steps
-    bregman_mu: float = 1.0  # mu, weight of the Bregman proximal point term (0: off)
-    ema_beta: float = 0.99  # beta, momentum of the teacher
+    smart_lambda: float = bounded(1.0, 0, 100)  # lambda_s, weight of the smoothness-inducing regulariser
+    smart_noise: float = bounded(1e-5, 0, 1)  # sigma, std of the random start of delta
+    smart_step: float = bounded(1e-3, 0, 10)  # eta, ascent step size
+    smart_eps: float = bounded(1e-5, 0, 1)  # eps, L_inf radius of delta
+    smart_ascent_steps: int = bounded(1, 0, 100)  # T_x, projected ascent steps
+    bregman_mu: float = bounded(1.0, 0, 100)  # mu, weight of the Bregman proximal point term (0: off)
+    ema_beta: float = bounded(0.99, 0, 1, high_open=True)  # beta, momentum of the teacher
 
     def __post_init__(self) -> None:
         if min(self.smart_lambda, self.smart_noise, self.smart_step, self.smart_eps, self.bregman_mu) < 0:

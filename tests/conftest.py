@@ -30,7 +30,7 @@ def tiny_backbone(tmp_path_factory) -> Path:
     """A 2-layer, 32-wide randomly initialised BERT with the packaged MiniLM's uncased tokenizer."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from robench.backbones import resolve_backbone
+    from robench.training.backbones import resolve_backbone
 
     path = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm").location)
@@ -68,14 +68,14 @@ def tiny_data(tmp_path_factory, shared_data) -> Path:
 
 @pytest.fixture
 def settings(tmp_path, tiny_data):
-    from robench.settings import resolve_settings
+    from robench.core.paths import resolve_settings
 
     return resolve_settings(tiny_data, tmp_path / "cache", tmp_path / "results")
 
 
 def tiny_spec(backbone: Path, **overrides):
     """A RunSpec that trains the tiny backbone for one short epoch."""
-    from robench.spec import RunSpec, TrainConfig
+    from robench.runs.spec import RunSpec, TrainConfig
 
     base = dict(task="sst2", model="bert", attack="advglue", backbone=str(backbone), seed=0,
                 train=TrainConfig(epochs=1, batch_size=16, max_length=32, lr=1e-3))
@@ -92,9 +92,9 @@ def minilm_sst2(tmp_path_factory, shared_data):
 
     Returns (settings, spec, trained model). Integration tests share it.
     """
-    from robench.runner import train
-    from robench.settings import resolve_settings
-    from robench.spec import RunSpec
+    from robench.core.paths import resolve_settings
+    from robench.runs.runner import train
+    from robench.runs.spec import RunSpec
 
     root = tmp_path_factory.mktemp("minilm-sst2")
     settings = resolve_settings(shared_data, root / "cache", root / "results")
@@ -110,7 +110,7 @@ def _real_minilm_only_in_integration_tests(request, monkeypatch):
         return
     from transformers import PreTrainedModel
 
-    from robench.backbones import resolve_backbone
+    from robench.training.backbones import resolve_backbone
 
     packaged = Path(resolve_backbone("minilm").location).resolve()
     original = PreTrainedModel.from_pretrained.__func__

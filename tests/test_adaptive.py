@@ -10,19 +10,20 @@ from conftest import tiny_spec
 from test_attacks import fake_textfooler_resources, make_ctx, new_victim, tiny_model  # noqa: F401
 
 import robench
-from robench.errors import RobenchError
-from robench.gradients import GradientVictim, GradQuery, bpda, word_gradients
-from robench.registries import ATTACKS
-from robench.results import RunRecord, RunStore
-from robench.types import ExampleResult
-from robench.victim import QueryCounter, Victim
-from robench.worstcase import budget_curve, worst_case, worst_cases
+from robench.core.errors import RobenchError
+from robench.core.records import RunRecord
+from robench.core.registry import ATTACKS
+from robench.core.types import ExampleResult
+from robench.engine.gradients import GradientVictim, GradQuery, bpda, word_gradients
+from robench.engine.victim import QueryCounter, Victim
+from robench.report.worstcase import budget_curve, worst_case, worst_cases
+from robench.runs.store import RunStore
 
 TEXT = ("the movie was good but slow",)  # every word is one word piece of the uncased vocabulary
 
 
 def _imbert(backbone, **params):
-    from robench.defense import resolve_model
+    from robench.training.defense import resolve_model
 
     defense = resolve_model("imbert")
     torch.manual_seed(0)
@@ -207,7 +208,7 @@ def test_budget_curve_and_the_no_fall_flag():
 
 
 def test_leaderboard_gets_the_worst_case_column_and_flags(settings):
-    from robench.leaderboard import write_leaderboard
+    from robench.report.leaderboard import write_leaderboard
 
     for seed, (tf, gs) in enumerate([("ffsfks", "ffffkf"), ("sfffkf", "fsffkf")]):
         for attack, statuses in (("textfooler", tf), ("gradient-swap", gs)):
@@ -222,8 +223,8 @@ def test_leaderboard_gets_the_worst_case_column_and_flags(settings):
 
 
 def test_worst_case_matches_runs_of_different_subsets_by_eval_split_row_and_text(settings):
-    from robench.data import load_split, texts_of
-    from robench.registries import TASKS
+    from robench.core.registry import TASKS
+    from robench.data.loading import load_split, texts_of
 
     split = [t[0] for t in texts_of(load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local"),
                                     TASKS.get("sst2"))]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import tiny_spec
 
-from robench.analysis import AnalysisRecord, analysis_path, analyze, read_analysis
+from robench.analysis import AnalysisRecord, analysis_frame, analysis_path, analyze, read_analysis
 from robench.analysis.metrics import (
     LinearCKA,
     effective_rank,
@@ -29,7 +29,7 @@ from robench.analysis.probes import (
     summarize_words,
 )
 from robench.cli import main
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
 
 RNG = np.random.default_rng(0)
 
@@ -223,7 +223,8 @@ def test_deletion_importances_and_concentration_on_a_fake_victim():
 # --- leaderboard columns -----------------------------------------------------------------
 
 def _write_run_and_analysis(results, model, seed, flip, cka):
-    from robench.results import RunRecord, atomic_write
+    from robench.core.files import atomic_write
+    from robench.core.records import RunRecord
 
     spec = {"task": "sst2", "model": model, "attack": "advglue", "backbone": "minilm", "seed": seed,
             "train_size": 4000}
@@ -238,14 +239,14 @@ def _write_run_and_analysis(results, model, seed, flip, cka):
 
 
 def test_leaderboard_with_analysis_columns(tmp_path, capsys):
-    from robench.leaderboard import write_leaderboard
+    from robench.report.leaderboard import write_leaderboard
 
     for seed, flip in ((0, 0.1), (1, 0.3)):
         _write_run_and_analysis(tmp_path, "freelb", seed, flip, 0.5)
     _write_run_and_analysis(tmp_path, "bert", 0, 0.05, 0.25)
     plain, _, _ = write_leaderboard(tmp_path)
     assert "shuffle_flip_rate_mean" not in plain.columns  # unchanged without the flag
-    table, _, md = write_leaderboard(tmp_path, analysis=True)
+    table, _, md = write_leaderboard(tmp_path, analysis_frame(tmp_path))
     row = table.set_index("model").loc["freelb"]
     assert row["shuffle_flip_rate_mean"] == pytest.approx(0.2)
     assert row["shuffle_flip_rate_std"] == pytest.approx(np.std([0.1, 0.3], ddof=1))
@@ -300,7 +301,7 @@ def test_analyze_rejects_bad_settings(settings, tiny_backbone):
 
 
 def test_bench_table_states_the_paper_direction_per_model():
-    from robench.benchmarks.analysis import markdown
+    from robench.bench.analysis import markdown
 
     bert = [{"dev_accuracy": 0.8, "shuffle_flip_rate": 0.10, "cka_mean": 0.60},
             {"dev_accuracy": 0.8, "shuffle_flip_rate": 0.12, "cka_mean": 0.62}]
@@ -323,7 +324,7 @@ def test_analyze_works_on_an_imbert_checkpoint(settings, tiny_backbone):
 
 
 def test_bench_routes_model_specific_params():
-    from robench.params import params_by_model
+    from robench.core.params import params_by_model
 
     given = ["imbert:im_gamma=0.02", "seedless=1", "smart:x=2"]
     params = params_by_model(["imbert", "bert", "smart"], given)

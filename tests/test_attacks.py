@@ -1,6 +1,6 @@
 """Victim, attack engine, textfooler and bert-attack: unit tests on the tiny fixtures.
 
-Resources are small deterministic fakes with the interface of `robench.resources`
+Resources are small deterministic fakes with the interface of `robench.engine.resources`
 (except the end-to-end test, which uses the real ones), so every test checks
 robench's own logic quickly.
 """
@@ -16,14 +16,14 @@ import torch
 from conftest import tiny_spec
 
 import robench
-from robench.data import load_split
-from robench.engine import EngineConfig, Request, attack_examples
-from robench.registries import TASKS
-from robench.results import RunStore
-from robench.search import select_eager, select_lazy
-from robench.types import AttackContext, ExampleResult
-from robench.victim import QueryBudgetExceeded, QueryCounter, Victim
-from robench.words import Words, split_words
+from robench.core.registry import TASKS
+from robench.core.types import AttackContext, ExampleResult
+from robench.data.loading import load_split
+from robench.engine.scheduler import EngineConfig, Request, attack_examples
+from robench.engine.search import select_eager, select_lazy
+from robench.engine.victim import QueryBudgetExceeded, QueryCounter, Victim
+from robench.engine.words import Words, split_words
+from robench.runs.store import RunStore
 
 VOCAB = ("good bad film movie story great dull funny plot actor scene heart smart bland warm cold fresh stale "
          "bright dark charming tedious clever silly moving flat rich thin solid weak brave timid lively slow "
@@ -112,7 +112,7 @@ def make_ctx(settings, victim: Victim, n: int, *, labels_from: Victim | None = N
     t = TASKS.get(task)
     data = load_split(t, "eval", settings.data_dir, "local").select(range(n))
     if labels_from is not None:
-        from robench.data import texts_of
+        from robench.data.loading import texts_of
 
         preds = [int(p) for p in labels_from.predict(texts_of(data, t))]
         data = data.remove_columns("label").add_column("label", preds)
@@ -158,7 +158,7 @@ def test_victim_pads_each_length_bucket_to_its_longest_input(tiny_model):
 def _three_rounds(text, label, clean):
     for step in range(3):
         probs = yield Request("predict", [(f"{text[0]} {step}",), (f"{text[0]} x{step}",)])
-    from robench.engine import Outcome
+    from robench.engine.scheduler import Outcome
 
     return Outcome(text, probs[0], 0)
 
@@ -185,7 +185,7 @@ def test_engine_records_errors_and_goes_on(tiny_model, settings):
         if "broken" in text[0]:
             raise ValueError("no candidates for this one")
         vec = yield Request("embed", [text[0]])
-        from robench.engine import Outcome
+        from robench.engine.scheduler import Outcome
 
         return Outcome(text, clean, int(vec[0]))
 
@@ -350,7 +350,7 @@ def test_recipes_return_the_description_of_the_resources_they_loaded(tiny_model,
     """`attack` loads its resources once and returns their description with the results: nothing is reloaded."""
     import robench.attacks.textfooler as textfooler
 
-    from robench.registries import ATTACKS
+    from robench.core.registry import ATTACKS
 
     loaded = []
     monkeypatch.setattr(textfooler, "load_resources",

@@ -4,10 +4,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from robench.compare import compare, group_settings, intervals
-from robench.results import RunRecord, RunStore, iter_records
-from robench.spec import RunSpec, TrainConfig, content_hash
-from robench.types import ExampleResult
+from robench.core.hashing import content_hash
+from robench.core.records import RunRecord, iter_records
+from robench.core.types import ExampleResult
+from robench.report.compare import compare, group_settings, intervals
+from robench.runs.spec import RunSpec, TrainConfig
+from robench.runs.store import RunStore
 
 
 def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval_size=200, attack_params=None,
@@ -23,7 +25,7 @@ def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval
     metrics = {"examples": n, "dev_accuracy": 0.8, "clean_accuracy": attacked / n,
                "robust_accuracy": count["failed"] / n,
                "attack_success_rate": count["successful"] / attacked if attacked else None}
-    from robench.setting import _attack_defaults, _model_defaults
+    from robench.report.identity import _attack_defaults, _model_defaults
 
     hyper = {"train": dataclasses.asdict(train), "model": {**(_model_defaults(model) or {}), **(model_params or {})},
              "attack": {**(_attack_defaults(attack) or {}), **(attack_params or {})}}
@@ -103,7 +105,7 @@ def test_compare_finds_a_planted_difference_and_not_identical_models(tmp_path):
 
 
 def test_compare_without_the_baseline_is_an_error(tmp_path):
-    from robench.errors import RobenchError
+    from robench.core.errors import RobenchError
 
     fake_run(tmp_path, ["failed"] * 10, model="imbert")
     with pytest.raises(RobenchError, match="baseline model 'bert'"):

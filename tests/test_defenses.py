@@ -8,8 +8,8 @@ import torch
 from conftest import tiny_spec
 
 import robench
-from robench.defense import resolve_model
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
+from robench.training.defense import resolve_model
 
 TEXTS = ["a great movie", "this is a terrible , long and boring film that i hated", "fine", "not bad at all"]
 
@@ -217,7 +217,7 @@ def test_im_connection_residual_falls_on_real_minilm_layers():
     from robench.models.imbert import IMBertParams, build_imbert
     from transformers import AutoTokenizer
 
-    from robench.backbones import resolve_backbone
+    from robench.training.backbones import resolve_backbone
 
     location = resolve_backbone("minilm").location
     model = build_imbert(location, 2, IMBertParams(im_steps=0)).eval()
@@ -238,7 +238,7 @@ def test_im_connection_residual_falls_on_real_minilm_layers():
 
 
 def test_bench_param_parsing():
-    from robench.params import params_by_model
+    from robench.core.params import params_by_model
 
     assert params_by_model(["bert", "imbert"], ["imbert:im_gamma=0.02", "imbert:im_layers=0,1"]) == {
         "bert": {}, "imbert": {"im_gamma": 0.02, "im_layers": "0,1"}}
@@ -263,7 +263,7 @@ def test_imbert_search_selects_on_dev_accuracy(settings, tiny_backbone, tiny_dat
 
 
 def test_low_resource_gets_as_many_steps_as_the_full_subset():
-    from robench.benchmarks.defenses import DefensesOptions
+    from robench.bench.defenses import DefensesOptions
 
     options = DefensesOptions(train_size=4000, epochs=2, low_resource_epochs=0)
     assert options.epochs_for(4000) == 2 and options.epochs_for(500) == 16

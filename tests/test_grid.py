@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
+from robench.core.paths import resolve_settings
+from robench.core.records import read_record
 from robench.grid import expand, grid, load_config
 from robench.grid.executors import Job
-from robench.results import RunStore, read_record
-from robench.settings import resolve_settings
+from robench.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -169,7 +170,7 @@ def test_a_job_that_fails_once_is_retried(settings, tiny_backbone, tmp_path):
 
 
 def test_a_job_that_keeps_failing_is_recorded_and_the_grid_goes_on(settings, tiny_backbone, tmp_path):
-    from robench.leaderboard import write_leaderboard
+    from robench.report.leaderboard import write_leaderboard
 
     grid(tiny_grid(tiny_backbone), settings, executor="local")  # the sst2 cell finishes cleanly first
     always = Recorder(tmp_path / "hook", fail_kinds=("attack",), fail_first=99)

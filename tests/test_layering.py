@@ -1,4 +1,8 @@
-"""The import graph inside robench is acyclic, counting imports inside functions too.
+"""The import graph inside robench is acyclic and runs one way, counting imports inside functions too.
+
+The layers, lowest first (a module may import its own layer and the ones below, never above):
+core <- data <- training, engine <- the defences (`models/`) and recipes (`attacks/`) <- runs <- report
+<- grid, bench, analysis <- cli <- the `robench` package itself (the public API).
 
 Only `if TYPE_CHECKING:` imports are exempt (they never run). `attacks/` and `models/`
 are walked as `robench.attacks` and `robench.models`, the names they install under.
@@ -118,3 +122,37 @@ def test_only_the_cli_uses_argparse():
     cli_importers = [name for name, deps in import_graph().items()
                      if not name.startswith("robench.cli") and any(d.startswith("robench.cli") for d in deps)]
     assert cli_importers == []
+
+
+LAYERS: list[tuple[str, ...]] = [
+    ("robench.core",), ("robench.data",), ("robench.training", "robench.engine"), ("robench.models", "robench.attacks"),
+    ("robench.runs",), ("robench.report",), ("robench.grid", "robench.bench", "robench.analysis"), ("robench.cli",),
+]
+
+
+def layer_of(module: str) -> int:
+    if module == "robench":
+        return len(LAYERS)
+    for level, group in enumerate(LAYERS):
+        if any(module == g or module.startswith(g + ".") for g in group):
+            return level
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS in tests/test_layering.py")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{m} -> {d}" for m, deps in sorted(graph.items()) for d in sorted(deps) if layer_of(d) > layer_of(m)]
+
+
+def test_imports_run_downwards_only():
+    assert upward_imports(import_graph()) == []
+
+
+def test_direction_check_finds_a_planted_upward_import():
+    assert upward_imports({"robench.core.types": {"robench.runs.spec"}, "robench.cli": {"robench.core"}}) == \
+        ["robench.core.types -> robench.runs.spec"]
+
+
+def test_no_module_outside_models_imports_a_defence():
+    leaks = [f"{m} -> {d}" for m, deps in import_graph().items() if not m.startswith("robench.models")
+             for d in deps if d.startswith("robench.models")]
+    assert leaks == []  # e.g. BPDA is a hook the defence provides (`bpda_forward`), not an import of IM-BERT

@@ -7,7 +7,7 @@ import pytest
 from test_compare import fake_run
 
 from robench.cli import main
-from robench.leaderboard import load_records, write_leaderboard
+from robench.report.leaderboard import load_records, write_leaderboard
 
 
 def test_runs_differing_in_eval_size_or_an_attack_parameter_are_separate_rows(tmp_path):
@@ -76,7 +76,7 @@ def test_leaderboard_with_a_baseline(tmp_path, capsys):
 
 
 def test_page_shows_intervals_draws_them_and_marks_significant_differences(tmp_path):
-    from robench.html import _y, write_html
+    from robench.report.leaderboard_page import _y, write_html
 
     runs = tmp_path / "runs"
     for seed in (0, 1):
@@ -111,9 +111,9 @@ def test_compare_command(tmp_path, capsys):
 def test_analyses_of_two_model_settings_are_not_merged(tmp_path):
     from dataclasses import asdict
 
+    from robench.analysis import analysis_frame
     from robench.analysis.records import AnalysisRecord
-    from robench.leaderboard import analysis_frame
-    from robench.results import atomic_write
+    from robench.core.files import atomic_write
 
     for i, layers in enumerate(([0], [1, 2])):
         spec = {"task": "sst2", "model": "imbert", "attack": "advglue", "backbone": "minilm", "seed": 0,

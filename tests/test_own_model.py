@@ -70,8 +70,8 @@ def test_checkpoint_saved_with_save_pretrained_is_attacked_without_training(caps
 
 
 def test_different_weights_at_the_same_path_never_share_a_run_id(settings, tiny_backbone, tmp_path):
-    from robench.checkpoints import checkpoint_fields
-    from robench.spec import RunSpec
+    from robench.runs.spec import RunSpec
+    from robench.training.given import checkpoint_fields
 
     path = tmp_path / "model"
     ids = []
@@ -128,8 +128,8 @@ def test_label_map_without_checkpoint_and_missing_checkpoint(capsys, where, tmp_
 
 
 def test_outputs_are_reordered_into_the_tasks_label_order(settings, tiny_backbone, tmp_path):
-    from robench.checkpoints import checkpoint_label_order, load_victim
-    from robench.registries import TASKS
+    from robench.core.registry import TASKS
+    from robench.training.given import checkpoint_label_order, load_victim
 
     sst2 = TASKS.get("sst2")
     straight = save_classifier(tiny_backbone, tmp_path / "a", {0: "negative", 1: "positive"})
@@ -177,7 +177,7 @@ def test_sentence_pair_jsonl_task_file_trains_and_attacks_the_hypothesis(setting
     assert record.spec["task"] == "pairs" and record.metrics["examples"] == 4 and record.metrics["errors"] == 0
     rows = (settings.runs_dir / f"{record.run_id}.csv").read_text()
     assert " [SEP] " in rows  # premise [SEP] hypothesis
-    from robench.adversarial_examples import load_run
+    from robench.report.examples import load_run
 
     for e in load_run(settings.runs_dir, record.run_id).examples:
         assert e.perturbed_text.split(" [SEP] ")[0] == e.original_text.split(" [SEP] ")[0]  # premise untouched
@@ -186,7 +186,7 @@ def test_sentence_pair_jsonl_task_file_trains_and_attacks_the_hypothesis(setting
 def _file_spec(spec, task: str, settings, **columns):
     import dataclasses
 
-    from robench.file_tasks import file_task_definition
+    from robench.data.file_tasks import file_task_definition
 
     definition = file_task_definition(task, cache_dir=settings.cache_dir, **columns)
     return dataclasses.replace(spec, task=definition["name"], task_source=definition)
@@ -301,7 +301,7 @@ def test_evaluate_a_plain_function_on_single_sentences_and_pairs(settings):
 # --- the examples view ----------------------------------------------------------------
 
 def test_word_diff_marks_swaps_insertions_and_deletions():
-    from robench.adversarial_examples import word_diff
+    from robench.report.examples import word_diff
 
     before, after = word_diff("a gorgeous, moving film .", "a stunning, moving movie indeed .")
     assert "".join(p.text for p in before) == "a gorgeous, moving film ."
@@ -313,8 +313,9 @@ def test_word_diff_marks_swaps_insertions_and_deletions():
 
 def test_show_filters_by_outcome(capsys, settings, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    from robench.results import RunRecord, RunStore
-    from robench.types import ExampleResult
+    from robench.core.records import RunRecord
+    from robench.core.types import ExampleResult
+    from robench.runs.store import RunStore
 
     store = RunStore(settings.runs_dir, "sst2-demo-textfooler-s0-abc")
     results = [ExampleResult(0, 1, "a fine film", "a decent film", 1, 0, "successful", 12, 3, 1),
@@ -333,8 +334,8 @@ def test_show_filters_by_outcome(capsys, settings, monkeypatch):
 def test_csv_tsv_jsonl_and_parquet_files_read_the_same_rows(tmp_path):
     import pandas as pd
 
-    from robench.data import load_split, texts_of
-    from robench.file_tasks import file_task_definition, task_from_definition
+    from robench.data.file_tasks import file_task_definition, task_from_definition
+    from robench.data.loading import load_split, texts_of
 
     frame = pd.read_csv(DATA / "reviews.csv")
     frame.to_csv(tmp_path / "r.tsv", sep="\t", index=False)
@@ -354,7 +355,7 @@ def test_csv_tsv_jsonl_and_parquet_files_read_the_same_rows(tmp_path):
 def test_a_hub_id_is_fetched_and_recorded_by_its_id(settings, tiny_backbone, tmp_path, monkeypatch):
     import huggingface_hub
 
-    from robench.checkpoints import checkpoint_fields
+    from robench.training.given import checkpoint_fields
 
     snapshot = save_classifier(tiny_backbone, tmp_path / "snapshot", {0: "negative", 1: "positive"})
     asked = []

@@ -5,7 +5,7 @@ import pytest
 
 from robench.cli import build_parser, main
 from robench.cli.common import specs_from_args
-from robench.presets import PRESETS
+from robench.runs.presets import PRESETS
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_dry_run_trains_nothing_and_writes_nothing(capsys, settings, base, comma
 
 def test_the_estimate_line_comes_before_the_first_training_step(capsys, settings, base, monkeypatch):
     import robench.cli.core as core
-    import robench.training as training
+    import robench.training.loop as training
 
     events = []
     say = core.say_estimate
@@ -69,7 +69,7 @@ def test_the_estimate_line_comes_before_the_first_training_step(capsys, settings
 
 
 def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, tiny_backbone):
-    from robench.benchmarks.estimate import EstimateBenchOptions, estimate_bench
+    from robench.bench.estimate import EstimateBenchOptions, estimate_bench
 
     options = EstimateBenchOptions(models=("bert", "imbert"), attack="advglue", backbone=str(tiny_backbone),
                                    train_size=32, eval_size=4, device="cpu")
@@ -84,7 +84,7 @@ def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, t
 
 
 def test_calibration_queries_look_like_an_attacks():
-    from robench.estimate import leave_one_out
+    from robench.runs.estimate import leave_one_out
 
     assert leave_one_out(("a premise", "x y z")) == [("a premise", "y z"), ("a premise", "x z"),
                                                       ("a premise", "x y")]
@@ -92,7 +92,7 @@ def test_calibration_queries_look_like_an_attacks():
 
 
 def test_attack_bar_shows_outcomes_so_far():
-    from robench.progress import AttackTally
+    from robench.core.progress import AttackTally
 
     tally = AttackTally("textfooler", ["skipped"])
     assert tally.description() == "textfooler (1 skipped)"
@@ -101,7 +101,7 @@ def test_attack_bar_shows_outcomes_so_far():
 
 
 def test_long_cpu_estimates_say_how_to_cut_them():
-    from robench.estimate import Estimate
+    from robench.runs.estimate import Estimate
 
     long_run = Estimate(4000.0, 1000.0, 1000, 30, "cpu")
     assert "--preset quick" in long_run.advice() and "grid config" in long_run.advice(grid=True)

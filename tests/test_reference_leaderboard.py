@@ -4,8 +4,8 @@ import shutil
 from pathlib import Path
 
 from robench.grid.config import expand, load_config
-from robench.html import write_html
-from robench.leaderboard import load_records, write_leaderboard
+from robench.report.leaderboard import load_records, write_leaderboard
+from robench.report.leaderboard_page import write_html
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "results" / "reference"

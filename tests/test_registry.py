@@ -1,8 +1,7 @@
 import pytest
 
-from robench.errors import RobenchError
-from robench.registries import ATTACKS, MODELS, TASKS
-from robench.registry import Registry
+from robench.core.errors import RobenchError
+from robench.core.registry import ATTACKS, MODELS, TASKS, Registry
 
 
 def test_builtins_are_registered_with_source():
@@ -20,7 +19,7 @@ def test_unknown_name_suggests_close_matches():
 
 
 def test_decorator_registration_and_patterns():
-    reg: Registry[object] = Registry("widgets", "robench.errors")  # any importable module
+    reg: Registry[object] = Registry("widgets", "robench.core.errors")  # any importable module
     obj = object()
     reg.register("alpha")(obj)
     assert reg.get("alpha") is obj
@@ -30,7 +29,7 @@ def test_decorator_registration_and_patterns():
 
 
 def test_composed_model_names():
-    from robench.defense import resolve_model
+    from robench.training.defense import resolve_model
 
     bert = resolve_model("bert")
     assert bert.resolve_params({}) == {}

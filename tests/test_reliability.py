@@ -22,14 +22,14 @@ from conftest import tiny_spec
 
 import robench
 from robench.cli import main
-from robench.errors import RobenchError
-from robench.fingerprint import CACHE_FILE, files_fingerprint
-from robench.registry import Registry
-from robench.resolve import resolve_run
-from robench.results import RunStore
-from robench.spec import RunSpec, TrainConfig
-from robench.training import RECORD, WEIGHTS, checkpoint_key
-from robench.types import ExampleResult
+from robench.core.errors import RobenchError
+from robench.core.registry import Registry
+from robench.core.types import ExampleResult
+from robench.data.fingerprint import CACHE_FILE, files_fingerprint
+from robench.runs.resolve import resolve_run
+from robench.runs.spec import RunSpec, TrainConfig
+from robench.runs.store import RunStore
+from robench.training.loop import RECORD, WEIGHTS, checkpoint_key
 
 
 def _cli(capsys, *argv) -> tuple[int, list[str]]:
@@ -81,7 +81,7 @@ def test_modified_data_gets_its_own_checkpoint_run_id_and_fingerprint(settings, 
     train = changed_dir / "sst2" / "train.tsv"
     lines = train.read_text(encoding="utf-8").splitlines(keepends=True)
     train.write_text("".join(lines[:1] + lines[1:][::-1]), encoding="utf-8")  # same rows, another order
-    changed = robench.run(spec, robench.settings.resolve_settings(changed_dir, settings.cache_dir,
+    changed = robench.run(spec, robench.core.paths.resolve_settings(changed_dir, settings.cache_dir,
                                                                   settings.results_dir), device="cpu")
     assert changed.run_id != original.run_id and changed.checkpoint != original.checkpoint
     assert changed.timings["train_cached"] is False
@@ -100,7 +100,7 @@ def test_an_analysis_is_tied_to_the_data_it_reads(settings, tiny_backbone, tmp_p
     changed_dir = _copy_data(settings.data_dir, tmp_path / "changed")
     dev = changed_dir / "sst2" / "dev.tsv"
     dev.write_text(dev.read_text(encoding="utf-8") + "one more sentence .\t1\n", encoding="utf-8")
-    changed = robench.settings.resolve_settings(changed_dir, settings.cache_dir, settings.results_dir)
+    changed = robench.core.paths.resolve_settings(changed_dir, settings.cache_dir, settings.results_dir)
     assert analysis_path(spec, config, changed) != analysis_path(spec, config, settings)
     assert analysis_path(spec, config, settings) == analysis_path(spec, config, settings)
 
@@ -112,7 +112,7 @@ def test_advglue_file_is_part_of_the_run_id_but_not_the_checkpoint(settings, tin
     adv = json.loads((changed_dir / "advglue" / "dev.json").read_text())
     adv["sst2"] = adv["sst2"][:-1]
     (changed_dir / "advglue" / "dev.json").write_text(json.dumps(adv))
-    after = resolve_run(spec, robench.settings.resolve_settings(changed_dir, settings.cache_dir,
+    after = resolve_run(spec, robench.core.paths.resolve_settings(changed_dir, settings.cache_dir,
                                                                 settings.results_dir))
     assert after.spec.run_id != before.spec.run_id
     assert checkpoint_key(after) == checkpoint_key(before)
@@ -172,8 +172,8 @@ def test_bad_values_fail_before_any_work(capsys, base, settings, args, message):
 
 
 def test_every_registered_default_passes_the_checks():
-    from robench.params import check_fields
-    from robench.registries import ATTACKS, MODELS
+    from robench.core.params import check_fields
+    from robench.core.registry import ATTACKS, MODELS
 
     for name in MODELS.names():
         check_fields(MODELS.get(name).params())
@@ -193,7 +193,7 @@ def test_train_config_validates_itself():
 
 
 def test_nan_loss_stops_training_and_saves_nothing(settings, tiny_backbone, monkeypatch):
-    from robench.types import Objective
+    from robench.core.types import Objective
 
     calls = []
 
@@ -318,13 +318,36 @@ def test_orphan_temp_dirs_of_dead_processes_are_removed(settings, tiny_backbone)
     assert not orphan.exists() and not legacy.exists() and alive.exists() and other_host.exists()
 
 
-def test_checkpoint_records_the_weights_checksum(settings, tiny_backbone):
-    from robench.fingerprint import file_sha256
+def test_checkpoint_records_a_manifest_of_every_file(settings, tiny_backbone):
+    from robench.data.fingerprint import file_sha256
 
     trained = robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
-    weights = json.loads((trained.checkpoint / RECORD).read_text())["weights"]
-    assert weights["sha256"] == file_sha256(trained.checkpoint / WEIGHTS)
-    assert weights["bytes"] == (trained.checkpoint / WEIGHTS).stat().st_size
+    files = json.loads((trained.checkpoint / RECORD).read_text())["files"]
+    assert {"config.json", WEIGHTS, "tokenizer_config.json"} <= set(files)
+    for name, entry in files.items():
+        assert entry["sha256"] == file_sha256(trained.checkpoint / name)
+        assert entry["bytes"] == (trained.checkpoint / name).stat().st_size
+
+
+@pytest.mark.parametrize("tamper", ["config", "tokenizer", "extra_file"])
+def test_a_cached_checkpoint_with_edited_config_or_tokenizer_files_is_retrained(settings, tiny_backbone, tamper):
+    spec = tiny_spec(tiny_backbone)
+    first = robench.train(spec, settings, device="cpu")
+    folder = first.checkpoint
+    if tamper == "config":
+        config = json.loads((folder / "config.json").read_text())
+        config["hidden_act"] = "relu"
+        (folder / "config.json").write_text(json.dumps(config))
+    elif tamper == "tokenizer":
+        vocab = folder / "vocab.txt"
+        lines = vocab.read_text().splitlines()
+        lines[1000], lines[1001] = lines[1001], lines[1000]
+        vocab.write_text("\n".join(lines) + "\n")
+    else:
+        (folder / "special_tokens_map.extra.json").write_text("{}")
+    again = robench.train(spec, settings, device="cpu")
+    assert not again.cached  # not trusted: retrained from scratch
+    assert robench.train(spec, settings, device="cpu").cached
 
 
 # --- 5. names ---------------------------------------------------------------------------------
@@ -338,7 +361,7 @@ def test_unsafe_registry_names_are_refused(name):
 def test_unsafe_plugin_entry_points_are_skipped(monkeypatch, caplog):
     from importlib.metadata import EntryPoint
 
-    import robench.registry as registry
+    import robench.core.registry as registry
 
     bad = EntryPoint("../../x", "robench_example_defense:EXAMPLE", "robench.models")
     monkeypatch.setattr(registry, "entry_points", lambda group: [bad])
@@ -418,7 +441,7 @@ def test_records_honour_the_umask(settings, tiny_backbone):
     old = os.umask(0o022)
     try:
         record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
-        from robench.leaderboard import write_leaderboard
+        from robench.report.leaderboard import write_leaderboard
 
         _, csv_path, md_path = write_leaderboard(settings.results_dir)
     finally:
@@ -463,12 +486,12 @@ def test_two_identical_trainings_at_once_train_once(settings, tiny_backbone):
 # --- 11. interruptions -----------------------------------------------------------------------
 
 def test_ctrl_c_says_what_is_kept(capsys, base, monkeypatch):
-    import robench.runner
+    import robench.runs.runner
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(robench.runner, "run", interrupted)
+    monkeypatch.setattr(robench.runs.runner, "run", interrupted)
     code, lines = _cli(capsys, "run", *base)
     assert code == 130 and len(lines) == 1
     assert "attacked example" in lines[0] and "restarts from the beginning" in lines[0]
@@ -479,7 +502,7 @@ def test_interrupted_run_resumes_to_the_same_rows_and_accumulates_cost(settings,
     spec = tiny_spec(tiny_backbone)
     uninterrupted = robench.run(spec, settings, device="cpu")
     full_rows = _rows(RunStore(settings.runs_dir, uninterrupted.run_id))
-    other = robench.settings.resolve_settings(settings.data_dir, settings.cache_dir, tmp_path / "other")
+    other = robench.core.paths.resolve_settings(settings.data_dir, settings.cache_dir, tmp_path / "other")
     append, calls = RunStore.append, []
 
     def dying(self, result, progress=None):
@@ -556,7 +579,7 @@ def test_binary_grid_config(capsys, settings, tmp_path):
 def test_leaderboard_page_never_links_outside(settings, tiny_backbone, tmp_path, run_id):
     import re
 
-    from robench.html import record_href, write_html
+    from robench.report.leaderboard_page import record_href, write_html
 
     record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     path = settings.runs_dir / f"{record.run_id}.json"
@@ -575,7 +598,7 @@ def test_leaderboard_page_never_links_outside(settings, tiny_backbone, tmp_path,
 @pytest.mark.parametrize("model_type, positions, pad, limit", [("bert", 512, 0, 512), ("roberta", 514, 1, 512),
                                                                 ("xlm-roberta", 514, 1, 512)])
 def test_position_limit_of_a_backbone_directory(tiny_backbone, tmp_path, model_type, positions, pad, limit):
-    from robench.backbones import resolve_backbone
+    from robench.training.backbones import resolve_backbone
 
     folder = tmp_path / model_type
     shutil.copytree(tiny_backbone, folder)
@@ -586,7 +609,7 @@ def test_position_limit_of_a_backbone_directory(tiny_backbone, tmp_path, model_t
 
 
 def test_a_parameter_spelled_two_ways_is_one_setting(settings, tiny_backbone):
-    from robench.training import checkpoint_key
+    from robench.training.loop import checkpoint_key
 
     text = resolve_run(tiny_spec(tiny_backbone, model="imbert", attack="textfooler", eval_size=4,
                                  model_params={"im_layers": "0,1", "im_gamma": 0.02},

@@ -1,7 +1,7 @@
 """Property: any value of any numeric flag, hyperparameter or grid `[train]` key gives a clear error
 (exit 2, one `robench: error:` line, or argparse's usage error) or a valid run, never a traceback.
 
-The work after validation is stubbed (`robench.runner._run`): what is checked is that every value
+The work after validation is stubbed (`robench.runs.runner._run`): what is checked is that every value
 either is rejected up front or reaches the work stage as a valid spec. Bounded example counts keep
 each property to seconds; docs/reliability.md lists what each one covers.
 """
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import robench.runner
+import robench.runs.runner
 from robench.cli import main
-from robench.results import RunRecord
-from robench.spec import TrainConfig
+from robench.core.records import RunRecord
+from robench.runs.spec import TrainConfig
 
 FLAGS = ("--seed", "--eval-seed", "--train-size", "--eval-size", "--epochs", "--lr", "--batch-size", "--max-length")
 NUMBERS = st.one_of(
@@ -54,7 +54,7 @@ def accepted(monkeypatch):
         return RunRecord(run_id=resolved.spec.run_id, spec=resolved.spec.to_dict(), hyperparameters={},
                          resources={}, metrics={"examples": 0}, timings={}, checkpoint="")
 
-    monkeypatch.setattr(robench.runner, "_run", stub)
+    monkeypatch.setattr(robench.runs.runner, "_run", stub)
     return specs
 
 

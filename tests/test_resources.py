@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from robench import resources
-from robench.errors import RobenchError
-from robench.resources import (
+from robench.core.errors import RobenchError
+from robench.core.paths import Settings, resolve_settings
+from robench.engine import resources
+from robench.engine.resources import (
     MlmBuildConfig,
     SentenceEncoder,
     SynonymTable,
@@ -21,10 +22,9 @@ from robench.resources import (
     stopwords,
     synonym_table,
 )
-from robench.resources.calibration import calibration_pairs
-from robench.resources.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids, top_neighbours
-from robench.resources.mlm_build import mask_tokens, masked_logits
-from robench.settings import Settings, resolve_settings
+from robench.engine.resources.calibration import calibration_pairs
+from robench.engine.resources.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids, top_neighbours
+from robench.engine.resources.mlm_build import mask_tokens, masked_logits
 
 TOY = ["good", "bad", "great", "awful", "fine", "table"]
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from test_leaderboard_page import REPO, browser  # noqa: F401  (the session's headless Chromium)
 
 from robench.cli import main
-from robench.results import RunRecord, RunStore
-from robench.types import ExampleResult
+from robench.core.records import RunRecord
+from robench.core.types import ExampleResult
+from robench.runs.store import RunStore
 
 RUN_ID = "sst2-bert-textfooler-s0-0123456789ab"
 EXAMPLES = [

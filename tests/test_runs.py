@@ -7,10 +7,11 @@ import pytest
 from conftest import tiny_spec
 
 import robench
-from robench.leaderboard import write_leaderboard
-from robench.results import RECORD_FORMAT, RunStore
-from robench.spec import content_hash
-from robench.words import split_words
+from robench.core.hashing import content_hash
+from robench.core.records import RECORD_FORMAT
+from robench.engine.words import split_words
+from robench.report.leaderboard import write_leaderboard
+from robench.runs.store import RunStore
 
 
 def test_run_writes_record_and_csv(settings, tiny_backbone):
@@ -89,7 +90,7 @@ def test_interrupted_attack_resumes_with_same_numbers(settings, tiny_backbone):
     with open(store.partial_path, "w") as fh:  # an attack stopped after 10 examples, mid-write
         for row in rows[:10]:
             typed = {f.name: int(row[f.name]) if f.type == "int" else row[f.name]
-                     for f in dataclasses.fields(robench.types.ExampleResult)}
+                     for f in dataclasses.fields(robench.core.types.ExampleResult)}
             fh.write(json.dumps(typed) + "\n")
         fh.write('{"index": 10, "lab')
     resumed = robench.run(spec, settings, device="cpu")

@@ -1,9 +1,9 @@
-"""robench.stats against known answers: degenerate data, the Wilson interval, the exact sign test."""
+"""robench.report.stats against known answers: degenerate data, the Wilson interval, the exact sign test."""
 import numpy as np
 import pytest
 from scipy.stats import binomtest, permutation_test
 
-from robench.stats import (
+from robench.report.stats import (
     A_BETTER,
     A_WORSE,
     FAILED,

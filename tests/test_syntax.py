@@ -21,7 +21,7 @@ from robench.analysis.structural_probe import (
     uuas,
 )
 from robench.analysis.syntax_config import BlimpConfig, ProbeConfig, SyntaxConfig
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
 
 CONLLU = """# sent_id = a
 # text = I can't go.
@@ -135,7 +135,7 @@ def test_probe_distances_are_squared_norms_of_mapped_differences():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from robench.backbones import load_tokenizer, resolve_backbone
+    from robench.training.backbones import load_tokenizer, resolve_backbone
 
     return load_tokenizer(resolve_backbone("minilm").location)
 
@@ -218,13 +218,13 @@ def syntax_data(tmp_path, tiny_data, shared_data):
 
 @pytest.fixture
 def syntax_settings(tmp_path, syntax_data):
-    from robench.settings import resolve_settings
+    from robench.core.paths import resolve_settings
 
     return resolve_settings(syntax_data, tmp_path / "cache", tmp_path / "results")
 
 
 def test_mlm_head_build_is_head_only_and_reloads(syntax_settings, tiny_backbone):
-    from robench.mlm_head import MlmHeadConfig, build_mlm_head, load_mlm_head, mlm_head_dir
+    from robench.analysis.mlm_head import MlmHeadConfig, build_mlm_head, load_mlm_head, mlm_head_dir
 
     settings = syntax_settings
     record = build_mlm_head(settings, config=MlmHeadConfig(texts=64, heldout=32, steps=3, batch_size=16),
@@ -262,10 +262,9 @@ def test_syntax_analysis_fails_fast_without_data_or_head(settings, syntax_settin
 
 
 def test_syntax_analysis_end_to_end(syntax_settings, tiny_backbone, capsys):
-    from robench.analysis import analyze, read_analysis
+    from robench.analysis import analysis_frame, analyze, read_analysis
+    from robench.analysis.mlm_head import MlmHeadConfig, build_mlm_head
     from robench.cli import main
-    from robench.leaderboard import analysis_frame
-    from robench.mlm_head import MlmHeadConfig, build_mlm_head
 
     settings = syntax_settings
     build_mlm_head(settings, config=MlmHeadConfig(texts=64, heldout=32, steps=3, batch_size=16),

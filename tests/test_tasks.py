@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from robench.data import load_advglue, load_split, subset, texts_of
-from robench.errors import RobenchError
-from robench.registries import TASKS
+from robench.core.errors import RobenchError
+from robench.core.registry import TASKS
+from robench.data.loading import load_advglue, load_split, subset, texts_of
 
 
 @pytest.mark.parametrize("name,train,eval_", [("sst2", 67349, 872), ("rte", 2490, 277), ("qnli", 4370, 1093),

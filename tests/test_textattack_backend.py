@@ -17,12 +17,12 @@ import torch
 from conftest import REPO, tiny_spec
 
 import robench
-from robench.data import load_split, subset
-from robench.errors import RobenchError
-from robench.resolve import resolve_run
-from robench.results import RunStore
-from robench.settings import resolve_settings
-from robench.types import ExampleResult
+from robench.core.errors import RobenchError
+from robench.core.paths import resolve_settings
+from robench.core.types import ExampleResult
+from robench.data.loading import load_split, subset
+from robench.runs.resolve import resolve_run
+from robench.runs.store import RunStore
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +42,11 @@ OFFLINE_IMPORT = textwrap.dedent("""
         raise AssertionError("network access attempted")
     socket.socket.connect = no_network
     socket.create_connection = no_network
-    from robench.registries import ATTACKS
+    from robench.core.registry import ATTACKS
     assert "textattack:textfooler" in ATTACKS.names("textattack:*")
     assert "textattack" not in sys.modules, "registering the recipes must not import textattack"
     from robench.attacks.textattack.compat import load_textattack, offline_nltk
-    from robench.settings import resolve_settings
+    from robench.core.paths import resolve_settings
     settings = resolve_settings(sys.argv[1], sys.argv[2], sys.argv[3])
     import nltk  # its own import sets KMP_* variables
     before = dict(os.environ)
@@ -183,7 +183,7 @@ def test_encoder_constraint_uses_the_encoder_and_its_threshold_mapping(ta, monke
     from robench.attacks.textattack.recipes import TextAttackParams, TextAttackSpec, encoder_constraint, load_resources
     from textattack.constraints.semantics.sentence_encoders import UniversalSentenceEncoder
 
-    import robench.resources as resources
+    import robench.engine.resources as resources
 
     class Mapped(_Encoder):
         def threshold_for(self, paper: float, metric: str) -> float:
@@ -238,7 +238,7 @@ def test_check_refuses_other_textattack_versions(settings, monkeypatch):
     from robench.attacks.textattack import compat
     from robench.attacks.textattack.recipes import TextAttackParams
 
-    from robench.registries import ATTACKS, TASKS
+    from robench.core.registry import ATTACKS, TASKS
 
     recipe, task = ATTACKS.get("textattack:pruthi"), TASKS.get("sst2")
     recipe.check(task, TextAttackParams(), settings)  # the installed version is the supported one
@@ -374,7 +374,7 @@ def test_textfooler_end_to_end_on_real_offline_resources(settings, tiny_backbone
     assert res["synonyms"]["used"]["name"] == "counterfitted-neighbors"
     assert res["sentence_encoder"]["used"]["name"] == "minilm-sentence-encoder"
     assert res["sentence_encoder"]["recipe_threshold"] == 0.840845057 and res["sentence_encoder"]["metric"] == "angular"
-    from robench.resources import MINILM_THRESHOLDS
+    from robench.engine.resources import MINILM_THRESHOLDS
 
     assert res["sentence_encoder"]["threshold"] == MINILM_THRESHOLDS[("angular", 0.840845)]  # the calibrated mapping
     assert "POS" in " ".join(res["nltk"]["used"])

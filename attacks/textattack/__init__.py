@@ -34,13 +34,13 @@ from robench.attacks.textattack.recipes import (
     load_resources,
 )
 
-from robench.data import texts_of
-from robench.errors import RobenchError
-from robench.progress import AttackTally, progress_bar
-from robench.registries import ATTACKS
-from robench.settings import Settings
-from robench.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
-from robench.victim import QueryBudgetExceeded, QueryCounter
+from robench.core.errors import RobenchError
+from robench.core.paths import Settings
+from robench.core.progress import AttackTally, progress_bar
+from robench.core.registry import ATTACKS
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.data.loading import texts_of
+from robench.engine.victim import ModelFailure, QueryBudgetExceeded, QueryCounter
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,8 @@ def _attack_each(spec: TextAttackSpec, ctx: AttackContext, params: TextAttackPar
                 result = mapping.to_example_result(i, labels[i], built.attack.attack(example, labels[i]))
             except QueryBudgetExceeded as exc:  # backstop: TextAttack's own budget stops first
                 result = mapping.unattacked_result(i, labels[i], texts[i], "failed", exc, counter.queries)
+            except ModelFailure:  # the model itself fails: the run stops (robench.engine.scheduler)
+                raise
             except Exception as exc:  # noqa: BLE001 - one bad example must not stop the run
                 log.warning("textattack:%s failed on example %d: %s", spec.name, i, exc)
                 result = mapping.unattacked_result(i, labels[i], texts[i], "error", exc, counter.queries)
@@ -82,7 +84,7 @@ def _attack_each(spec: TextAttackSpec, ctx: AttackContext, params: TextAttackPar
 
 def check(spec: TextAttackSpec, task: Task, params: TextAttackParams, settings: Settings) -> None:
     """Before training: the supported TextAttack is installed, and the resources the recipe needs are there."""
-    from robench import resources
+    from robench.engine import resources
 
     check_version()
     if "encoder" in spec.needs and params.sentence_encoder not in resources.ENCODERS:
@@ -90,8 +92,8 @@ def check(spec: TextAttackSpec, task: Task, params: TextAttackParams, settings: 
                            f"(known: {', '.join(resources.ENCODERS)})")
     if "embedding" in spec.needs:
         resources.require_synonym_source(settings, params.synonym_source)
-    if "mlm" in spec.needs and params.mlm == resources.BUILT_MLM:
-        resources.require_built_mlm(settings)
+    if "mlm" in spec.needs:
+        resources.require_masked_lm(settings, params.mlm, "--attack-param mlm")
 
 
 def _entry(spec: TextAttackSpec) -> AttackRecipe:

@@ -20,8 +20,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterator
 
-from robench.errors import RobenchError
-from robench.settings import Settings
+from robench.core.errors import RobenchError
+from robench.core.paths import Settings
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def check_version() -> None:
 
 def nltk_dir(settings: Settings) -> Path:
     """`<data_dir>/nltk_data`, first on NLTK's path (a RobenchError naming the fix when missing)."""
-    from robench.resources import nltk_data_dir
+    from robench.engine.resources import nltk_data_dir
 
     return nltk_data_dir(settings)
 

@@ -6,7 +6,7 @@ with robench's substitutes handed in where the recipe would download something:
 * counter-fitted PARAGRAM-SL999 -> robench's synonym table as a `WordEmbedding`
   (`adapters.table_embedding`), through TextAttack's own shared-embedding slot
   (`utils.GLOBAL_OBJECTS`) during the build;
-* `bert-base-uncased` masked LM -> `robench.resources.masked_lm`, through the
+* `bert-base-uncased` masked LM -> `robench.engine.resources.masked_lm`, through the
   recipe module's `WordSwapMaskedLM` name during the build;
 * Universal Sentence Encoder -> robench's sentence encoder
   (`adapters.RobenchSentenceEncoder`), threshold mapped by `threshold_for`, same
@@ -27,8 +27,9 @@ from typing import Any, Callable, Iterator
 
 from robench.attacks.textattack.compat import installed_version, load_textattack, nltk_dir, offline_nltk
 
-from robench.errors import RobenchError
-from robench.settings import Settings
+from robench.core.errors import RobenchError
+from robench.core.params import bounded
+from robench.core.paths import Settings
 
 EMBEDDING_KEY = "textattack_counterfitted_GLOVE_embedding"  # TextAttack's shared-embedding slot
 
@@ -70,11 +71,11 @@ class TextAttackParams:
     """
 
     synonym_source: str = "counterfitted-glove"  # robench synonym_table source for embedding-based swaps
-    query_budget: int | None = None  # per example; TextAttack stops the search when it is spent
-    k: int | None = None  # max_candidates of WordSwapEmbedding / WordSwapMaskedLM
-    min_cos: float | None = None  # WordEmbeddingDistance(min_cos_sim)
-    similarity_threshold: float | None = None  # USE threshold on the paper's (USE) scale, mapped to the encoder
-    encoder_threshold: float | None = None  # threshold on the encoder's own scale, used as is (no mapping)
+    query_budget: int | None = bounded(None, 1, 10**9)  # per example; TextAttack stops the search when it is spent
+    k: int | None = bounded(None, 1, 1000)  # max_candidates of WordSwapEmbedding / WordSwapMaskedLM
+    min_cos: float | None = bounded(None, -1, 1)  # WordEmbeddingDistance(min_cos_sim)
+    similarity_threshold: float | None = bounded(None, -1, 1)  # on the paper's (USE) scale, mapped to the encoder
+    encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder's own scale, as is (no mapping)
     sentence_encoder: str = "minilm"  # robench encoder replacing USE: minilm (calibrated) or use-m3
     mlm: str = "built"  # masked LM for bert-attack/bae: robench's built MLM, or a hub id when online
     # "victim": queries go through the robench Victim (cache, counter, budget; dynamic padding);
@@ -98,13 +99,13 @@ class TextAttackParams:
 class OfflineResources:
     """robench's substitutes for what a recipe would download; None where its spec does not need one."""
 
-    synonyms: Any = None  # robench.resources.SynonymTable (words, vectors, nn, info)
-    encoder: Any = None  # robench.resources.SentenceEncoder (embed, threshold_for, info)
-    mlm: Any = None  # robench.resources.MaskedLM (model, tokenizer, info)
+    synonyms: Any = None  # robench.engine.resources.SynonymTable (words, vectors, nn, info)
+    encoder: Any = None  # robench.engine.resources.SentenceEncoder (embed, threshold_for, info)
+    mlm: Any = None  # robench.engine.resources.MaskedLM (model, tokenizer, info)
 
 
 def load_resources(spec: TextAttackSpec, params: TextAttackParams, settings: Settings, device) -> OfflineResources:
-    from robench.resources import masked_lm, sentence_encoder, synonym_table
+    from robench.engine.resources import masked_lm, sentence_encoder, synonym_table
 
     return OfflineResources(
         synonyms=synonym_table(settings, params.synonym_source) if "embedding" in spec.needs else None,

@@ -1,9 +1,9 @@
 """TextAttack's AttackResults as robench ExampleResults (one row of the per-example CSV)."""
 from __future__ import annotations
 
-from robench.types import ExampleResult, Status
-from robench.victim import Text
-from robench.words import count_words, join_fields
+from robench.core.types import ExampleResult, Status
+from robench.engine.victim import Text
+from robench.engine.words import count_words, join_fields
 
 
 def to_example_result(index: int, label: int, result) -> ExampleResult:

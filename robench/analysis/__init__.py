@@ -1,7 +1,7 @@
 """`robench analyze`: the diagnostics of Ebrahimi, Yang & Zhang, "How Does Adversarial
 Fine-Tuning Benefit BERT?" (arXiv 2108.13602), on a run's fine-tuned checkpoint.
 
-On N eval examples (chosen by the spec's seed with `robench.data.subset`) it measures
+On N eval examples (chosen by the spec's seed with `robench.data.loading.subset`) it measures
 1. word-order sensitivity (random word shuffles),
 2. influential-word concentration (leave-one-out deletion importances),
 3. representational diversity (token cosine within a sentence, effective rank of [CLS]),
@@ -21,12 +21,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Iterator
 
+import pandas as pd
+
 from robench.analysis.records import AnalysisConfig, AnalysisRecord, analysis_id
 from robench.analysis.syntax_config import SyntaxConfig
-from robench.errors import RobenchError
-from robench.results import atomic_write
-from robench.settings import Settings, resolve_settings
-from robench.spec import RunSpec
+from robench.core.errors import RobenchError
+from robench.core.files import atomic_write
+from robench.core.paths import Settings, resolve_settings
+from robench.report.identity import model_setting_id
+from robench.report.leaderboard import ANALYSIS_KEYS, ANALYSIS_METRICS
+from robench.runs.spec import RunSpec
 
 
 def analysis_dir(settings: Settings) -> Path:
@@ -56,7 +60,7 @@ def analyze(spec: RunSpec, settings: Settings | None = None, device: str = "auto
 
 def analysis_path(spec: RunSpec, config: AnalysisConfig, settings: Settings) -> Path:
     """Where the analysis of `spec` with `config` is (or would be) recorded; tied to the data it reads."""
-    from robench.resolve import resolve_run
+    from robench.runs.resolve import resolve_run
 
     resolved = resolve_run(spec, settings)
     return analysis_dir(settings) / f"{analysis_id(resolved.spec, config, resolved.train_data)}.json"
@@ -74,3 +78,21 @@ def iter_analyses(results_dir: Path) -> Iterator[AnalysisRecord]:
         record = read_analysis(path)
         if record.kind == "analysis":
             yield record
+
+
+def analysis_frame(results_dir: Path) -> pd.DataFrame:
+    """One row per (model setting, seed) from `<results_dir>/analysis/*.json`: the record with the most
+    examples, then the newest, when a model setting was analysed more than once."""
+    rows = []
+    for rec in iter_analyses(results_dir):
+        row = {k: rec.spec.get(k) for k in ANALYSIS_KEYS}
+        row.update(model_setting_id=model_setting_id(rec.spec), seed=rec.spec.get("seed"),
+                   examples=rec.metrics.get("examples"), created=rec.created)
+        row.update({m: rec.metrics.get(m) for m in ANALYSIS_METRICS})
+        rows.append(row)
+    if not rows:
+        raise RobenchError(f"no analysis records in {results_dir / 'analysis'}; run `robench analyze` first")
+    frame = pd.DataFrame(rows)
+    frame["train_size"] = frame["train_size"].fillna(-1).astype(int).astype(str).replace("-1", "full")
+    frame = frame.sort_values(["examples", "created"]).drop_duplicates(ANALYSIS_KEYS + ["seed"], keep="last")
+    return frame

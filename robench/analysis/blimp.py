@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from robench.analysis.syntax_config import ANAPHOR_SETS, FIELDS, BlimpConfig
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
 
 N_SETS = 67
 # (input_ids [B, T], attention_mask [B, T], chosen [B, T] bool) -> log-probs [M, V] at the chosen

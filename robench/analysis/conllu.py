@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from robench.analysis.syntax_config import SyntaxConfig
-from robench.errors import RobenchError
-from robench.spec import RunSpec, content_hash
+from robench.core.errors import RobenchError
+from robench.core.hashing import content_hash
+from robench.runs.spec import RunSpec
 
 ANALYSIS_FORMAT = 1  # bump when a change would change the numbers of an existing record
 CHUNK = 16  # examples per batched victim call in the word probes (a progress step)

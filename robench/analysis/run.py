@@ -12,18 +12,18 @@ from robench.analysis.metrics import effective_rank
 from robench.analysis.probes import RepresentationStats, deletion_importances, shuffle_effects, summarize_words
 from robench.analysis.records import CHUNK, AnalysisConfig, AnalysisRecord
 from robench.analysis.syntax import measure_syntax, require_inputs
-from robench.backbones import resolve_backbone
-from robench.checkpoints import load_victim
-from robench.data import load_split, subset, texts_of
-from robench.device import pick_device
-from robench.errors import RobenchError
-from robench.progress import progress_bar
-from robench.registries import TASKS
-from robench.results import git_commit, now, package_versions
-from robench.runner import train
-from robench.settings import Settings
-from robench.spec import RunSpec
-from robench.victim import Victim
+from robench.core.device import pick_device
+from robench.core.errors import RobenchError
+from robench.core.paths import Settings
+from robench.core.progress import progress_bar
+from robench.core.registry import TASKS
+from robench.data.loading import load_split, subset, texts_of
+from robench.engine.victim import Victim
+from robench.runs.runner import train
+from robench.runs.spec import RunSpec
+from robench.runs.store import git_commit, now, package_versions
+from robench.training.backbones import resolve_backbone
+from robench.training.given import load_victim
 
 
 def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: str, console) -> AnalysisRecord:

@@ -28,7 +28,7 @@ import torch
 
 from robench.analysis.conllu import Sentence
 from robench.analysis.syntax_config import ProbeConfig
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
 
 # (input_ids, attention_mask) -> hidden states: embeddings, layer 1, ..., layer L; each [B, T, d]
 HiddenStates = Callable[[torch.Tensor, torch.Tensor], Sequence[torch.Tensor]]

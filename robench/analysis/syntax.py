@@ -1,5 +1,5 @@
 """The syntactic findings of arXiv 2108.13602 in `robench analyze --syntax`: BLiMP minimal pairs
-through a frozen MLM head (`robench.analysis.blimp`, head from `robench.mlm_head`) and a structural
+through a frozen MLM head (`robench.analysis.blimp`, head from `robench.analysis.mlm_head`) and a structural
 dependency probe per layer (`robench.analysis.structural_probe`), for the fine-tuned encoder and
 the pre-trained one. The pre-trained encoder's results are the same for every model of a backbone,
 so they are cached under `<cache_dir>/syntax/` (keyed by backbone, head build, data and settings).
@@ -19,10 +19,10 @@ from robench.analysis import blimp
 from robench.analysis.conllu import Sentence, fingerprint, read_conllu
 from robench.analysis.structural_probe import LayerResult, fits, probe_layer, word_states
 from robench.analysis.syntax_config import SyntaxConfig
-from robench.errors import RobenchError
-from robench.results import atomic_write
-from robench.settings import Settings
-from robench.spec import content_hash
+from robench.core.errors import RobenchError
+from robench.core.files import atomic_write
+from robench.core.hashing import content_hash
+from robench.core.paths import Settings
 
 SYNTAX_FORMAT = 1  # bump when a change would change the numbers
 EWT_TRAIN, EWT_TEST = "ud_english_ewt/en_ewt-ud-dev.conllu", "ud_english_ewt/en_ewt-ud-test.conllu"
@@ -45,7 +45,7 @@ class SyntaxMeasurement:
 
 def require_inputs(settings: Settings, backbone: str) -> dict[str, Path]:
     """Check the BLiMP files, the EWT files and the MLM head exist (before any expensive work)."""
-    from robench.mlm_head import require_mlm_head
+    from robench.analysis.mlm_head import require_mlm_head
 
     root = settings.require_data_dir()
     paths = {"blimp": root / "blimp", "ewt_train": root / EWT_TRAIN, "ewt_test": root / EWT_TEST}
@@ -139,7 +139,7 @@ def backbone_cached(settings: Settings, key: dict[str, Any], compute) -> dict[st
 def measure_syntax(paths: dict[str, Path], tuned, pretrained, tokenizer_of_tuned, backbone, settings: Settings,
                    config: SyntaxConfig, device: torch.device, progress) -> SyntaxMeasurement:
     """Both encoders under the frozen head and probe; the pre-trained side from the cache when it can."""
-    from robench.mlm_head import load_mlm_head
+    from robench.analysis.mlm_head import load_mlm_head
 
     loaded = load_mlm_head(settings, backbone.name, device)
     if tokenizer_of_tuned.get_vocab() != loaded.tokenizer.get_vocab():

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
 
 FIELDS = ("morphology", "syntax", "semantics", "syntax_semantics")
 ANAPHOR_SETS = ("anaphor_gender_agreement", "anaphor_number_agreement")

@@ -14,7 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
 
 COLUMNS = (("blimp_anaphor_gender_agreement", "anaphor gender"), ("blimp_anaphor_number_agreement", "anaphor number"),
            ("blimp_overall", "BLiMP overall"), ("probe_uuas_best", "UUAS (best layer)"))

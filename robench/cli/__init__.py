@@ -10,7 +10,8 @@ from typing import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
+from robench.core.text import terminal_safe
 
 ERR = Console(stderr=True)
 
@@ -46,7 +47,13 @@ class _WarningLine(logging.Handler):
     """robench's warnings (damaged caches, discarded partial files, waiting for a lock) as one stderr line."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        ERR.print(f"[yellow]robench: warning:[/] {escape(record.getMessage())}", highlight=False, soft_wrap=True)
+        ERR.print(f"[yellow]robench: warning:[/] {escape(terminal_safe(record.getMessage()))}", highlight=False,
+                  soft_wrap=True)
+
+
+def _error_line(message: str) -> None:
+    """One `robench: error:` line: rich markup and terminal controls in the message printed as they are typed."""
+    ERR.print(f"[bold red]robench: error:[/] {escape(terminal_safe(message))}", highlight=False, soft_wrap=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,11 +68,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         hf_logging.set_verbosity_error()
         args.handler(args)
     except RobenchError as exc:
-        ERR.print(f"[bold red]robench: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        _error_line(str(exc))
         return 2
     except KeyboardInterrupt:
         ERR.print(INTERRUPTED, highlight=False, soft_wrap=True, markup=False)
         return 130
+    except Exception as exc:
+        from robench.core.files import disk_full
+
+        if not disk_full(exc):
+            raise
+        _error_line(f"a write failed: {exc}; nothing half-written is kept: free some space (or point "
+                    "--results-dir / --cache-dir elsewhere) and re-run")
+        return 2
     finally:
         logger.removeHandler(handler)
     return 0

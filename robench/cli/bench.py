@@ -1,6 +1,6 @@
 """`robench bench NAME`: benchmarks that print ratios measured side by side (one sub-command per benchmark).
 
-Each parser's flags map onto the benchmark's options dataclass (`robench.benchmarks.*`): a flag left out
+Each parser's flags map onto the benchmark's options dataclass (`robench.bench.*`): a flag left out
 is None here, so the dataclass default applies; the defaults live there, once.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _add_defenses(sub) -> None:
 
 
 def cmd_defenses(args) -> None:
-    from robench.benchmarks.defenses import (
+    from robench.bench.defenses import (
         DefensesOptions,
         SearchGrid,
         compare_defenses,
@@ -101,9 +101,9 @@ def _add_analysis(sub) -> None:
 
 
 def cmd_analysis(args) -> None:
-    """One spec per (model, seed): the spec flags, with `--param` routed by `robench.params.params_by_model`."""
-    from robench.benchmarks.analysis import AnalysisBenchOptions, analysis_bench
-    from robench.params import params_by_model
+    """One spec per (model, seed): the spec flags, with `--param` routed by `robench.core.params.params_by_model`."""
+    from robench.bench.analysis import AnalysisBenchOptions, analysis_bench
+    from robench.core.params import params_by_model
 
     models = [m.strip() for m in args.model.split(",") if m.strip()]
     params = params_by_model(models, args.param)
@@ -142,8 +142,8 @@ def _add_attack(sub) -> None:
 
 
 def cmd_attack(args) -> None:
-    from robench.benchmarks.attack import AttackBenchOptions, compare_attacks
-    from robench.params import parse_assignments
+    from robench.bench.attack import AttackBenchOptions, compare_attacks
+    from robench.core.params import parse_assignments
 
     bench = options(AttackBenchOptions, args, robench_params=parse_assignments(args.robench_param))
     compare_attacks(bench, settings_from_args(args), progress_console(args))
@@ -167,7 +167,7 @@ def _add_train(sub) -> None:
 
 
 def cmd_train(args) -> None:
-    from robench.benchmarks.train import TrainBenchOptions, compare_trainers
+    from robench.bench.train import TrainBenchOptions, compare_trainers
 
     compare_trainers(options(TrainBenchOptions, args))
 
@@ -191,6 +191,6 @@ def _add_estimate(sub) -> None:
 
 
 def cmd_estimate(args) -> None:
-    from robench.benchmarks.estimate import EstimateBenchOptions, estimate_bench
+    from robench.bench.estimate import EstimateBenchOptions, estimate_bench
 
     estimate_bench(options(EstimateBenchOptions, args), settings_from_args(args), progress_console(args))

@@ -5,8 +5,8 @@ import argparse
 
 from rich.console import Console
 
-from robench.errors import RobenchError
-from robench.presets import DEFAULT_PRESET, PRESETS
+from robench.core.errors import RobenchError
+from robench.runs.presets import DEFAULT_PRESET, PRESETS
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
@@ -65,17 +65,17 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
 
 
 def settings_from_args(args):
-    from robench.settings import resolve_settings
+    from robench.core.paths import resolve_settings
 
     return resolve_settings(getattr(args, "data_dir", None), getattr(args, "cache_dir", None), args.results_dir)
 
 
 def specs_from_args(args, settings):
     """One RunSpec per --seed."""
-    from robench.params import BadValue, parse_assignments
-    from robench.presets import get_preset
-    from robench.registries import ATTACKS
-    from robench.spec import RunSpec, TrainConfig
+    from robench.core.params import BadValue, parse_assignments
+    from robench.core.registry import ATTACKS
+    from robench.runs.presets import get_preset
+    from robench.runs.spec import RunSpec, TrainConfig
 
     source = args.data_source or ("local" if settings.data_dir is not None else "hub")
     preset, attack = get_preset(args.preset), getattr(args, "attack", "advglue")
@@ -95,7 +95,7 @@ def specs_from_args(args, settings):
     if getattr(args, "checkpoint", None):
         if args.model is not None:
             raise RobenchError("--checkpoint attacks a trained model as it is; drop --model")
-        from robench.checkpoints import checkpoint_fields
+        from robench.training.given import checkpoint_fields
 
         fields.update(checkpoint_fields(args.checkpoint, args.label_map, settings.cache_dir),
                       train=TrainConfig(max_length=args.max_length))  # nothing is trained: only the length matters
@@ -110,7 +110,7 @@ def specs_from_args(args, settings):
 
 def _task_fields(args, settings) -> dict:
     """`task_source` (and the task's name) for a task read from files; nothing for a registered task."""
-    from robench.file_tasks import file_task_definition, is_file_task
+    from robench.data.file_tasks import file_task_definition, is_file_task
 
     if not is_file_task(args.task):
         if args.text_column or args.label_column or args.labels:

@@ -15,8 +15,8 @@ def add_parser(sub) -> None:
 
 
 def cmd_compare(args) -> None:
-    from robench.compare import compare, group_settings
-    from robench.leaderboard import load_records
+    from robench.report.compare import compare, group_settings
+    from robench.report.leaderboard import load_records
 
     settings = settings_from_args(args)
     records = load_records(settings.runs_dir)

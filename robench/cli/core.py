@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
 
 
 def cmd_run(args) -> None:
-    from robench.runner import run
+    from robench.runs.runner import run
 
     settings, console = settings_from_args(args), progress_console(args)
     for spec in specs_from_args(args, settings):
@@ -43,7 +43,7 @@ def cmd_run(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from robench.runner import train
+    from robench.runs.runner import train
 
     settings, console = settings_from_args(args), progress_console(args)
     for spec in specs_from_args(args, settings):
@@ -58,7 +58,7 @@ def cmd_train(args) -> None:
 def print_plan(spec, settings, device: str, attack: bool) -> None:
     import json
 
-    from robench.runner import plan
+    from robench.runs.runner import plan
 
     p = plan(spec, settings, device, attack=attack)
     print(json.dumps({"run_id": p.spec.run_id, "spec": p.spec.to_dict()}, indent=2))
@@ -98,7 +98,7 @@ def summary_table(record) -> Table:
 
 
 def cmd_list(args) -> None:
-    from robench.registries import ATTACKS, MODELS, TASKS
+    from robench.core.registry import ATTACKS, MODELS, TASKS
 
     for name, registry in (("models", MODELS), ("attacks", ATTACKS), ("tasks", TASKS)):
         if args.kind not in (None, name):
@@ -118,19 +118,23 @@ def cmd_list(args) -> None:
 
 
 def cmd_leaderboard(args) -> None:
-    from robench.leaderboard import load_records, write_leaderboard
+    from robench.report.leaderboard import load_records, write_leaderboard
 
     settings = settings_from_args(args)
     if args.html:
         _check_page_path(args.html)
-    table, csv_path, md_path = write_leaderboard(settings.results_dir, analysis=args.with_analysis,
-                                                 baseline=args.baseline)
+    analyses = None
+    if args.with_analysis:
+        from robench.analysis import analysis_frame
+
+        analyses = analysis_frame(settings.results_dir)
+    table, csv_path, md_path = write_leaderboard(settings.results_dir, analyses, baseline=args.baseline)
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} rows)")
     if note := load_records(settings.runs_dir).note:
         print(note)
     if args.html:
-        from robench.html import write_html
+        from robench.report.leaderboard_page import write_html
 
         print(f"wrote {write_html(settings.results_dir, args.html, baseline=args.baseline)}")
 
@@ -139,7 +143,7 @@ def _check_page_path(page: str) -> None:
     """--html names a file whose folder exists or can be made (checked before anything is written)."""
     from pathlib import Path
 
-    from robench.errors import RobenchError
+    from robench.core.errors import RobenchError
 
     path = Path(page).expanduser()
     if page.endswith(("/", os.sep)) or path.is_dir():

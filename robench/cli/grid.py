@@ -6,11 +6,11 @@ import dataclasses
 from rich.console import Console
 
 from robench.cli.common import add_common_args, say_estimate, settings_from_args
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
+from robench.core.params import make_params
 from robench.grid import expand, grid, load_config, plan
 from robench.grid.board import Board
 from robench.grid.executors import JobResources
-from robench.params import make_params
 
 
 def add_parser(subparsers) -> None:
@@ -32,10 +32,10 @@ def add_parser(subparsers) -> None:
 
 def grid_estimate(trains, settings, device: str, persist: bool):
     """The cost of every train job and attack cell still to run, added up."""
-    from robench.device import pick_device
-    from robench.estimate import estimate, total_estimate
-    from robench.resolve import resolve_run
-    from robench.training import is_cached
+    from robench.core.device import pick_device
+    from robench.runs.estimate import estimate, total_estimate
+    from robench.runs.resolve import resolve_run
+    from robench.training.loop import is_cached
 
     torch_device, memo, parts = pick_device(device), {}, []
     for job in trains:

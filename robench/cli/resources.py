@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Callable
 
 from robench.cli.common import add_common_args, progress_console, settings_from_args
-from robench.errors import RobenchError
-from robench.resources import (
+from robench.core.errors import RobenchError
+from robench.engine.resources import (
     PAPER_THRESHOLDS,
     MlmBuildConfig,
     build_mlm,
@@ -77,7 +77,7 @@ def _cmd_build_synonyms(args) -> None:
 
 
 def _cmd_build_mlm(args) -> None:
-    from robench.device import pick_device
+    from robench.core.device import pick_device
 
     config = MlmBuildConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
                             heldout=args.heldout, seed=args.seed, max_minutes=args.max_minutes,
@@ -91,8 +91,8 @@ def _cmd_build_mlm(args) -> None:
 
 
 def _cmd_build_mlm_head(args) -> None:
-    from robench.device import pick_device
-    from robench.mlm_head import MlmHeadConfig, build_mlm_head, mlm_head_dir
+    from robench.analysis.mlm_head import MlmHeadConfig, build_mlm_head, mlm_head_dir
+    from robench.core.device import pick_device
 
     config = MlmHeadConfig(texts=args.texts, heldout=args.heldout, max_length=args.max_length, steps=args.steps,
                            batch_size=args.batch_size, lr=args.lr, seed=args.seed)
@@ -102,9 +102,15 @@ def _cmd_build_mlm_head(args) -> None:
 
 
 def build_once(target: Path, force: bool, build: Callable[[], dict]) -> None:
-    """Keep an existing build in `target` (its `build.json` says how good it is) unless `force`; else build."""
+    """Keep an existing build in `target` (its `build.json` says how good it is) unless `force`; else build.
+    A build whose files do not match the manifest written with them is built again."""
+    from robench.core.manifest import folder_problem
+
     existing = target / "build.json"
-    if existing.is_file() and not force:
+    problem = folder_problem(target) if existing.is_file() and not force else None
+    if problem is not None:
+        print(f"the existing build in {target} does not verify ({problem}); building it again")
+    elif existing.is_file() and not force:
         done = json.loads(existing.read_text())
         print(f"kept the existing build in {target} (held-out masked-token accuracy "
               f"{done['heldout_accuracy_after']:.3f}); pass --force to rebuild")
@@ -114,7 +120,7 @@ def build_once(target: Path, force: bool, build: Callable[[], dict]) -> None:
 
 
 def _add_build_head_parser(rsub) -> None:
-    from robench.mlm_head import MlmHeadConfig
+    from robench.analysis.mlm_head import MlmHeadConfig
 
     q = rsub.add_parser("build-mlm-head", help="train an MLM head on the frozen pre-trained encoder "
                                                "(for `robench analyze --syntax`)")
@@ -129,7 +135,7 @@ def _add_build_head_parser(rsub) -> None:
 
 
 def _cmd_calibrate(args) -> None:
-    from robench.device import pick_device
+    from robench.core.device import pick_device
 
     extra = []
     for item in args.threshold:

@@ -21,20 +21,20 @@ def add_parser(sub) -> None:
 
 
 def cmd_show(args) -> None:
-    from robench.adversarial_examples import load_run
+    from robench.report.examples import load_run
 
     runs_dir = settings_from_args(args).runs_dir
     run = load_run(runs_dir, args.run_id)
     console = Console()
     console.print(examples_table(run, args.outcome, args.limit))
     if args.html:
-        from robench.run_page import write_run_page
+        from robench.report.run_page import write_run_page
 
         print(f"wrote {write_run_page(runs_dir, run.record.run_id, args.html)}")
 
 
 def examples_table(run, outcome: str, limit: int) -> Table:
-    from robench.adversarial_examples import word_diff
+    from robench.report.examples import word_diff
 
     spec = run.record.spec
     chosen = [e for e in run.examples if outcome in ("all", e.status)]

@@ -30,7 +30,7 @@ def syntax_config_from_args(args: argparse.Namespace) -> SyntaxConfig | None:
         return None
     layers = tuple(sorted(set(args.probe_layers))) if args.probe_layers else None
     if layers is not None and layers[0] < 0:
-        from robench.errors import RobenchError
+        from robench.core.errors import RobenchError
 
         raise RobenchError(f"--probe-layers must be hidden-state indices >= 0, got {layers[0]}")
     return SyntaxConfig(BlimpConfig(args.blimp_pll_pairs, args.blimp_prefix_pairs),
@@ -58,7 +58,7 @@ def _cmd_report(args) -> None:
     from robench.analysis import iter_analyses
     from robench.analysis.syntax_report import report
     from robench.cli.common import settings_from_args
-    from robench.results import atomic_write
+    from robench.core.files import atomic_write
 
     settings = settings_from_args(args)
     records = [r for r in iter_analyses(settings.results_dir) if args.task in (None, r.spec["task"])]

@@ -10,10 +10,10 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
+from robench.core.params import make_params
 from robench.grid.executors import JobResources
-from robench.params import make_params
-from robench.spec import RunSpec, TrainConfig
+from robench.runs.spec import RunSpec, TrainConfig
 
 Size = int | None  # None: the whole split ("full" in the config)
 Sizes = dict[str, tuple[Size, ...]]  # by task (train_size) or attack (eval_size); "default" for the rest

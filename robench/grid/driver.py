@@ -2,7 +2,7 @@
 
 Cells with a finished run record are skipped. Specs that differ only in the
 attack share one fine-tuned checkpoint: the grid schedules ONE train job per
-distinct `robench.training.checkpoint_key`, and the attack jobs that need it once
+distinct `robench.training.loop.checkpoint_key`, and the attack jobs that need it once
 it is done (they then reuse the cached checkpoint). A failed job is retried up to
 `max_retries` times, then recorded in `<results_dir>/grid/<grid_id>/failures.json`
 (outside `runs/`, so the leaderboard never reads it); the grid goes on. Records
@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
-from robench.errors import RobenchError
+from robench.core.errors import RobenchError
+from robench.core.hashing import content_hash
+from robench.core.paths import Settings
 from robench.grid.board import Board
 from robench.grid.config import GridConfig, expand, load_config
 from robench.grid.executors import Failure, Hook, Job, LocalExecutor, RayExecutor
-from robench.settings import Settings
-from robench.spec import RunSpec, content_hash
+from robench.runs.spec import RunSpec
 
 State = Literal["pending", "training", "attacking", "done", "failed", "skipped"]
 
@@ -98,9 +99,9 @@ def grid(config: str | Path | Mapping[str, Any] | GridConfig, settings: Settings
 
 def plan(specs: list[RunSpec], settings: Settings) -> tuple[list[GridCell], list[TrainJob]]:
     """Validate every spec (fail fast, before any job), skip finished ones, group the rest by checkpoint."""
-    from robench.resolve import resolve_run
-    from robench.results import RunStore
-    from robench.training import checkpoint_key
+    from robench.runs.resolve import resolve_run
+    from robench.runs.store import RunStore
+    from robench.training.loop import checkpoint_key
 
     cells, trains = [], {}
     for spec in specs:
@@ -177,14 +178,15 @@ class _Driver:
         self.write_failures()
 
     def write_failures(self) -> None:
-        from robench.results import atomic_write
+        from robench.core.files import atomic_write
 
         atomic_write(self.failures_path, json.dumps({"failures": self.failures}, indent=2, default=str))
 
 
 def _keep_record(settings: Settings, output: dict[str, Any]) -> None:
     """Write the worker's record here too when it ran on a node without this results dir (no shared disk)."""
-    from robench.results import RunStore, atomic_write
+    from robench.core.files import atomic_write
+    from robench.runs.store import RunStore
 
     store = RunStore(settings.runs_dir, output["run_id"])
     if not store.record_path.is_file():

@@ -1,7 +1,7 @@
 """Where grid jobs run: in this process, one after another (`LocalExecutor`), or on Ray (`RayExecutor`).
 
-A job is "train" (fine-tune one checkpoint, `robench.runner.train`) or "attack"
-(`robench.runner.run`, which reuses that checkpoint). Both executors run the same
+A job is "train" (fine-tune one checkpoint, `robench.runs.runner.train`) or "attack"
+(`robench.runs.runner.run`, which reuses that checkpoint). Both executors run the same
 `execute` function; they only differ in where and when. Ray workers are separate
 processes (possibly on other machines): everything a job needs travels with it
 (spec, settings, device), plus the environment variables in `FORWARDED_ENV`.
@@ -15,9 +15,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from robench.errors import RobenchError
-from robench.settings import Settings
-from robench.spec import RunSpec
+from robench.core.errors import RobenchError
+from robench.core.paths import Settings
+from robench.runs.spec import RunSpec
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "NLTK_DATA",
                  "TOKENIZERS_PARALLELISM", "ROBENCH_DATA_DIR", "ROBENCH_CACHE_DIR", "ROBENCH_RESULTS_DIR")
@@ -53,8 +53,8 @@ Hook = Callable[[Job], None]  # runs in the worker before each job (tests inject
 
 def execute(job: Job, settings: Settings, device: str, before: Hook | None = None) -> dict[str, Any]:
     """Run one job; return what the driver needs (for attack jobs: the record and CSV texts)."""
-    from robench import runner
-    from robench.results import RunStore
+    from robench.runs import runner
+    from robench.runs.store import RunStore
 
     if before is not None:
         before(job)

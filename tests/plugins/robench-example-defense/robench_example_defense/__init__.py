@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch.nn.functional as F
 
-from robench.types import Defense, Objective
+from robench.core.types import Defense, Objective
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,279 @@
+"""`robench bench defenses`: every defense against `bert`, side by side in one invocation.
+
+For each seed, training size (the full subset and the low-resource one) and
+model, `robench.runs.runner.run` fine-tunes (or reuses) the model and replays the
+AdvGLUE dev set against it. The leaderboard (`defenses.csv`, `defenses.md` in
+the results dir, rewritten after every run so an interrupted bench still leaves
+one) shows clean SST-2 dev accuracy, AdvGLUE accuracy and the training cost
+relative to `bert`: the ratio of mean `train_seconds` at the same training size,
+counting only models trained in this invocation (reused checkpoints have no
+comparable time; their ratio is left empty).
+
+`search_imbert` (`--search`) instead grid-searches IM-BERT's gamma, T and layers,
+selecting on SST-2 dev accuracy only (no attack, never AdvGLUE). `step_cost`
+(`--step-cost N`) only times N training steps (`robench.training.loop.train_step`) per
+model on the same batches (after one warm-up step) and prints the per-step cost
+relative to `bert`.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from robench.core.errors import RobenchError
+from robench.core.files import atomic_write
+from robench.core.params import params_by_model
+from robench.core.paths import Settings
+from robench.report.leaderboard import aggregate, format_mean_std, records_frame
+from robench.runs.spec import RunSpec, TrainConfig
+from robench.runs.store import now
+
+COLUMNS = [("dev_accuracy", "SST-2 dev acc (clean)", True), ("robust_accuracy", "AdvGLUE-sst2 acc", True),
+           ("accuracy_drop", "drop", True)]
+
+
+@dataclass(frozen=True)
+class DefensesOptions:
+    """What to compare and how to train it (`robench bench defenses` flags of the same names)."""
+
+    models: tuple[str, ...] = ("bert", "imbert", "freelb", "smart")  # bert is the baseline
+    task: str = "sst2"
+    backbone: str = "minilm"
+    train_size: int = 4000
+    low_resource: int = 500  # the low-resource training subset; 0 skips it
+    low_resource_epochs: int = 0  # 0: as many optimisation steps as the full subset gets
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epochs: int = 3
+    lr: float = 5e-5
+    batch_size: int = 32
+    max_length: int = 128
+    params: tuple[str, ...] = ()  # MODEL:KEY=VALUE or KEY=VALUE (robench.core.params.params_by_model)
+    data_source: str | None = None  # None: local when a data dir is set, else the hub
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.low_resource_epochs < 0:
+            raise RobenchError("--low-resource-epochs must be 0 (same number of steps) or positive")
+        for name in ("train_size", "epochs", "batch_size", "max_length"):
+            if getattr(self, name) <= 0:
+                raise RobenchError(f"--{name.replace('_', '-')} must be positive")
+
+    def epochs_for(self, size: int) -> int:
+        """Full subset: `epochs`. Low-resource subset: `low_resource_epochs`, or the same number of steps."""
+        if size == self.train_size:
+            return self.epochs
+        return self.low_resource_epochs or max(1, round(self.epochs * self.train_size / size))
+
+    def spec(self, settings: Settings, model: str, seed: int, size: int, params: dict[str, Any]) -> RunSpec:
+        source = self.data_source or ("local" if settings.data_dir is not None else "hub")
+        train = TrainConfig(epochs=self.epochs_for(size), lr=self.lr, batch_size=self.batch_size,
+                            max_length=self.max_length)
+        return RunSpec(task=self.task, model=model, attack="advglue", backbone=self.backbone, seed=seed,
+                       train_size=size, data_source=source, train=train, model_params=params)
+
+
+@dataclass(frozen=True)
+class SearchGrid:
+    """IM-BERT's search space (`--grid-gamma`, `--grid-steps`, `--grid-layers`)."""
+
+    gamma: tuple[float, ...] = (0.005, 0.01, 0.02)
+    steps: tuple[int, ...] = (3, 5)
+    layers: tuple[str, ...] = ("all",)  # layer sets: all, or e.g. 0,1,2
+
+
+def compare_defenses(options: DefensesOptions, settings: Settings, console: Console | None) -> pd.DataFrame:
+    """Run every (seed, train size, model); print and write the leaderboard; return it."""
+    from robench.runs.resolve import resolve_run
+    from robench.runs.runner import run
+
+    if "bert" not in options.models:
+        raise RobenchError("--models must include bert: training cost is reported relative to it")
+    params = params_by_model(options.models, options.params)
+    sizes = [options.train_size] + ([options.low_resource] if options.low_resource > 0 else [])
+    specs = [options.spec(settings, m, seed, size, params[m])
+             for seed in options.seeds for size in sizes for m in options.models]
+    for spec in specs:
+        resolve_run(spec, settings)  # fail fast on a bad name or hyperparameter, before any training
+    started, fresh = now(), {}
+    for i, spec in enumerate(specs, 1):
+        if console is not None:
+            console.log(f"[{i}/{len(specs)}] {spec.model}, train size {spec.train_size}, seed {spec.seed}")
+        record = run(spec, settings, device=options.device, console=console)
+        fresh[record.run_id] = not record.timings.get("train_cached", True) and record.created >= started
+        table = leaderboard(settings, fresh, options.models)
+        write(settings, "defenses", table, markdown(table, options))
+    Console().print(rich_table(table, "Defenses vs bert"))
+    print(f"wrote {settings.results_dir / 'defenses.csv'} and {settings.results_dir / 'defenses.md'}")
+    return table
+
+
+def leaderboard(settings: Settings, fresh: dict[str, bool], models: Sequence[str]) -> pd.DataFrame:
+    """Mean ± std per (model, train size) of the given runs, plus training cost relative to bert."""
+    frame = records_frame(settings.runs_dir)
+    frame = frame[frame["run_id"].isin(fresh)].copy()
+    table = aggregate(frame)
+    timed = frame[frame["run_id"].map(fresh)].groupby(["model", "train_size"])["train_seconds"].mean()
+    ratios = []
+    for _, row in table.iterrows():
+        own, base = timed.get((row["model"], row["train_size"])), timed.get(("bert", row["train_size"]))
+        ratios.append(own / base if own is not None and base else float("nan"))
+    table["train_cost_vs_bert"] = ratios
+    order = {m: i for i, m in enumerate(models)}
+    sizes = pd.to_numeric(table["train_size"], errors="coerce").fillna(float("inf"))
+    return table.assign(_size=-sizes, _model=table["model"].map(order)).sort_values(["_size", "_model"]).drop(
+        columns=["_size", "_model"]).reset_index(drop=True)
+
+
+def markdown(table: pd.DataFrame, options: DefensesOptions) -> str:
+    header = ["model", "train size", "seeds"] + [label for _, label, _ in COLUMNS] + ["train cost vs bert"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, row in table.iterrows():
+        cells = [str(row["model"]), str(row["train_size"]), str(row["seeds"])]
+        cells += [format_mean_std(row.get(f"{m}_mean"), row.get(f"{m}_std"), pct) for m, _, pct in COLUMNS]
+        cost = row["train_cost_vs_bert"]
+        cells.append("–" if pd.isna(cost) else f"{cost:.2f}×")
+        lines.append("| " + " | ".join(cells) + " |")
+    low = f" ({options.epochs_for(options.low_resource)} at {options.low_resource})" if options.low_resource else ""
+    note = (f"\n{options.task}, backbone {options.backbone}, seeds {' '.join(map(str, options.seeds))}, "
+            f"{options.epochs} epochs{low}, lr {options.lr}, batch {options.batch_size}; "
+            "accuracies in %, mean ± std over seeds; "
+            "clean = whole SST-2 dev split, AdvGLUE = AdvGLUE dev sst2; training cost = mean train_seconds / "
+            "bert's at the same train size, measured in one invocation.\n")
+    return "\n".join(lines) + "\n" + note
+
+
+def rich_table(table: pd.DataFrame, title: str) -> Table:
+    out = Table(title=title)
+    for name in ("model", "train size", "seeds", "clean acc", "AdvGLUE acc", "drop", "cost vs bert"):
+        out.add_column(name, justify="left" if name == "model" else "right")
+    for _, row in table.iterrows():
+        cost = row["train_cost_vs_bert"]
+        out.add_row(str(row["model"]), str(row["train_size"]), str(row["seeds"]),
+                    *[format_mean_std(row.get(f"{m}_mean"), row.get(f"{m}_std"), pct) for m, _, pct in COLUMNS],
+                    "–" if pd.isna(cost) else f"{cost:.2f}×")
+    return out
+
+
+def write(settings: Settings, stem: str, table: pd.DataFrame, md: str) -> None:
+    atomic_write(settings.results_dir / f"{stem}.csv", table.to_csv(index=False, float_format="%.6f"))
+    atomic_write(settings.results_dir / f"{stem}.md", md)
+
+
+def search_imbert(options: DefensesOptions, grid: SearchGrid, settings: Settings,
+                  console: Console | None) -> pd.DataFrame:
+    """Grid over (layers, T, gamma) for `imbert`; select the best mean SST-2 dev accuracy; return the table."""
+    from robench.core.params import make_params
+    from robench.core.registry import MODELS
+    from robench.runs.runner import train
+
+    base = params_by_model(["imbert"], options.params)["imbert"]
+    imbert = MODELS.get("imbert")  # its params class parses and checks `im_layers` (through the registry)
+    try:
+        layer_sets = [make_params(imbert.params, {"im_layers": v}, "--grid-layers").im_layers for v in grid.layers]
+    except (ValueError, RobenchError) as exc:
+        raise RobenchError(f"--grid-layers: {exc}") from exc
+    rows = []
+    points = list(itertools.product(layer_sets, grid.steps, grid.gamma))
+    for i, (layers, steps, gamma) in enumerate(points, 1):
+        params = {**base, "im_layers": list(layers) if layers else None, "im_steps": steps, "im_gamma": gamma}
+        if console is not None:
+            console.log(f"[{i}/{len(points)}] imbert {params}")
+        for seed in options.seeds:
+            trained = train(options.spec(settings, "imbert", seed, options.train_size, params), settings,
+                            device=options.device, console=console)
+            rows.append({"im_layers": "all" if layers is None else ",".join(map(str, layers)), "im_steps": steps,
+                         "im_gamma": gamma, "seed": seed, "dev_accuracy": trained.record["dev_accuracy"],
+                         "train_seconds": trained.record["train_seconds"]})
+        table = (pd.DataFrame(rows).groupby(["im_layers", "im_steps", "im_gamma"], sort=False)
+                 .agg(seeds=("seed", "size"), dev_accuracy_mean=("dev_accuracy", "mean"),
+                      dev_accuracy_std=("dev_accuracy", "std"), train_seconds=("train_seconds", "mean"))
+                 .reset_index().sort_values("dev_accuracy_mean", ascending=False, kind="stable"))
+        best = table.iloc[0]
+        choice = (f"--param imbert:im_layers={best['im_layers']} --param imbert:im_steps={best['im_steps']} "
+                  f"--param imbert:im_gamma={best['im_gamma']}")
+        md = table.to_markdown(index=False) if _has_tabulate() else table.to_string(index=False)
+        write(settings, "imbert_search", table,
+              f"IM-BERT search on {options.task} dev accuracy (train size {options.train_size}, seeds "
+              f"{' '.join(map(str, options.seeds))}); never selected on AdvGLUE.\n\n{md}\n\nbest: {choice}\n")
+    out = Table(title="IM-BERT search (SST-2 dev accuracy)")
+    for name in ("layers", "T", "gamma", "seeds", "dev acc", "train s"):
+        out.add_column(name, justify="right")
+    for _, row in table.iterrows():
+        out.add_row(str(row["im_layers"]), str(row["im_steps"]), f"{row['im_gamma']:g}", str(row["seeds"]),
+                    format_mean_std(row["dev_accuracy_mean"], row["dev_accuracy_std"], True),
+                    f"{row['train_seconds']:.1f}")
+    Console().print(out)
+    print(f"best on dev: {choice}\nwrote {settings.results_dir / 'imbert_search.csv'}")
+    return table
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def step_cost(options: DefensesOptions, steps: int, settings: Settings) -> dict[str, float]:
+    """Seconds per training step of each model on the same batches, relative to bert (one process)."""
+    import time
+
+    import torch
+    from transformers import DataCollatorWithPadding
+
+    from robench.core.device import pick_device
+    from robench.core.registry import TASKS
+    from robench.data.loading import load_split, subset
+    from robench.training.backbones import load_tokenizer, resolve_backbone
+    from robench.training.defense import resolve_model
+    from robench.training.loop import encode, train_step
+
+    if "bert" not in options.models:
+        raise RobenchError("--models must include bert: costs are reported relative to it")
+    device, task = pick_device(options.device), TASKS.get(options.task)
+    backbone = resolve_backbone(options.backbone)
+    tokenizer = load_tokenizer(backbone.location)
+    n = options.batch_size * (steps + 1)
+    data = subset(load_split(task, "train", settings.data_dir, options.data_source or "local"), n, options.seeds[0])
+    collate = DataCollatorWithPadding(tokenizer)
+    features = encode(tokenizer, task, data, options.max_length)
+    batches = [collate(features[i:i + options.batch_size]) for i in range(0, len(features), options.batch_size)]
+    params, runners = params_by_model(options.models, options.params), {}
+    for name in options.models:
+        defense = resolve_model(name)
+        resolved = defense.resolve_params(params[name])
+        torch.manual_seed(options.seeds[0])
+        model = defense.build(backbone.location, task.num_labels, resolved).to(device).train()
+        runners[name] = (defense.objective(model, resolved), torch.optim.AdamW(model.parameters(), lr=options.lr))
+    max_grad_norm = TrainConfig().max_grad_norm
+    seconds = dict.fromkeys(runners, 0.0)
+    for i, batch in enumerate(batches):  # round robin over models, so machine load hits all of them alike
+        batch = {k: v.to(device) for k, v in batch.items()}
+        for name, (objective, optimizer) in runners.items():
+            _sync(device)
+            start = time.perf_counter()
+            train_step(objective, optimizer, None, batch, device, max_grad_norm)
+            _sync(device)
+            if i > 0:  # the first step is a warm-up
+                seconds[name] += (time.perf_counter() - start) / (len(batches) - 1)
+    out = Table(title=f"Training-step cost on {device} (batch {options.batch_size}, {len(batches) - 1} timed steps)")
+    for col in ("model", "s / step", "vs bert"):
+        out.add_column(col, justify="left" if col == "model" else "right")
+    for name, sec in seconds.items():
+        out.add_row(name, f"{sec:.3f}", f"{sec / seconds['bert']:.2f}×")
+    Console().print(out)
+    return seconds
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

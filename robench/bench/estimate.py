@@ -1,0 +1,100 @@
+"""`robench bench estimate`: the upfront cost estimate against real runs, stage by stage.
+
+For each model, the estimate is made exactly as `robench run` makes it (a fresh calibration of the real model
+on this device), then the same spec runs for real in a scratch cache (nothing reused; the built attack
+resources are shared) and the measured stage times are printed beside the estimated ones with their ratio.
+The defaults train real classifiers (1,000 SST-2 examples, one epoch): the estimate's queries per word were
+measured against real classifiers, and is only meant for them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from robench.core.paths import Settings
+from robench.runs.presets import PRESETS
+from robench.runs.spec import RunSpec, TrainConfig
+
+QUICK = PRESETS["quick"]
+
+
+@dataclass(frozen=True)
+class EstimateBenchOptions:
+    models: tuple[str, ...] = ("bert", "imbert")
+    task: str = "sst2"
+    attack: str = "textfooler"
+    backbone: str = "minilm"
+    train_size: int = 1000  # real classifiers (bert ~80% SST-2 dev): a search against a chance-level model
+    epochs: int = 1  # fails and tries every word, far more queries than the estimate's typical count
+    eval_size: int = 20
+    seed: int = 0
+    data_source: str | None = None
+    device: str = "auto"
+
+    def spec(self, model: str, settings: Settings) -> RunSpec:
+        source = self.data_source or ("local" if settings.data_dir is not None else "hub")
+        return RunSpec(task=self.task, model=model, attack=self.attack, backbone=self.backbone, seed=self.seed,
+                       train_size=self.train_size, eval_size=self.eval_size, data_source=source,
+                       train=TrainConfig(epochs=self.epochs, lr=QUICK.lr, batch_size=QUICK.batch_size))
+
+
+def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: Console | None = None) -> list[dict]:
+    """Estimated vs measured seconds per stage for each model; prints a table and returns its rows."""
+    from robench.core.device import pick_device
+    from robench.runs.estimate import estimate
+    from robench.runs.resolve import resolve_run
+    from robench.runs.runner import run
+
+    device, rows = pick_device(options.device), []
+    with tempfile.TemporaryDirectory(prefix="robench-bench-estimate-") as tmp:
+        scratch = _scratch_settings(settings, Path(tmp))
+        for model in options.models:
+            spec = options.spec(model, settings)
+            guess = estimate(resolve_run(spec, scratch), device, train_cached=False, persist=False)
+            record = run(spec, scratch, device=str(device), console=console)
+            measured = {"train": record.timings["train_stage_seconds"], "attack": record.timings["attack_seconds"]}
+            for stage, est in (("train", guess.train_seconds), ("attack", guess.attack_seconds)):
+                rows.append({"model": model, "stage": stage, "estimated": est, "measured": measured[stage],
+                             "ratio": measured[stage] / est, "dev_accuracy": record.metrics["dev_accuracy"]})
+            # the attack's two factors apart: how many queries the search made, and how fast each one was
+            queries = record.timings["victim_queries"]
+            rows[-1].update(estimated_queries=guess.attack_queries, measured_queries=queries,
+                            seconds_per_query_ratio=(measured["attack"] / queries) /
+                            (guess.attack_seconds / guess.attack_queries))
+    _print(rows, options, device)
+    return rows
+
+
+def _scratch_settings(settings: Settings, tmp: Path) -> Settings:
+    """A fresh cache (no checkpoint reused) that still sees the built attack resources; fresh results."""
+    from robench.engine.resources.files import resources_dir
+
+    (tmp / "cache").mkdir()
+    built = resources_dir(settings)
+    if built.is_dir():
+        (tmp / "cache" / built.name).symlink_to(built, target_is_directory=True)
+    return dataclasses.replace(settings, cache_dir=tmp / "cache", results_dir=tmp / "results")
+
+
+def _print(rows: list[dict], options: EstimateBenchOptions, device) -> None:
+    table = Table(title=f"Estimate vs measurement on {device}: {options.task}, {options.train_size} training "
+                        f"examples x {options.epochs} epoch(s), {options.attack} on {options.eval_size} examples")
+    for col in ("model", "dev acc.", "stage", "estimated s", "measured s", "measured / estimated"):
+        table.add_column(col, justify="left" if col in ("model", "stage") else "right")
+    for r in rows:  # dev accuracy: is the attacked model a real classifier, as the estimate assumes?
+        table.add_row(r["model"], f"{100 * r['dev_accuracy']:.1f}%", r["stage"], f"{r['estimated']:.1f}",
+                      f"{r['measured']:.1f}", f"{r['ratio']:.2f}")
+    Console().print(table)
+    table = Table(title="The attack stage apart: queries the search made, and seconds per query")
+    for col in ("model", "queries estimated", "queries measured", "s per query: measured / estimated"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for r in rows:
+        if "measured_queries" in r:
+            table.add_row(r["model"], f"{r['estimated_queries']:.0f}", str(r["measured_queries"]),
+                          f"{r['seconds_per_query_ratio']:.2f}")
+    Console().print(table)

@@ -1,0 +1,79 @@
+"""Atomic file writes: a temp file in the same folder, fsynced, then renamed over the target, so a reader (or a
+crash) never sees half a file. A new file gets the permissions the umask gives any new file.
+
+A full disk (or quota, or a read-only file system) is the user's to fix, not a bug: `atomic_write` raises it as
+a `DiskFull` error naming the file, after removing its temp file, and `disk_full` tells such a failure apart
+wherever else it comes from (safetensors, numpy), so the CLI says it in one line."""
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from robench.core.errors import RobenchError
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+NO_SPACE_WORDS = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+
+
+class DiskFull(RobenchError):
+    """A write failed for lack of space (or quota, or a read-only file system); nothing half-written is kept."""
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from, is a full disk, an exceeded quota or a read-only file
+    system (an OSError with that errno, or a library's error that says so)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, DiskFull) or isinstance(exc, OSError) and exc.errno in NO_SPACE or \
+                any(words in str(exc) for words in NO_SPACE_WORDS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def disk_full_error(exc: BaseException, path: Path | str) -> DiskFull:
+    """The one-line error for a write to `path` that failed with `exc` (a full disk)."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "no space left on device"
+    return DiskFull(f"could not write {path}: {reason}; nothing half-written was kept: free some space (or "
+                    "point --results-dir / --cache-dir elsewhere) and re-run")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    try:
+        _atomic_write(path, text)
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise disk_full_error(exc, path) from exc
+        raise
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a record is as readable as any new file
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    """The process's umask: from /proc on Linux, else by setting it and putting it back at once."""
+    try:
+        with open("/proc/self/status", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,140 @@
+"""Typed, lazy registries with entry-point plugins and "did you mean" errors.
+
+Built-in entries register themselves with a decorator when their package
+(`robench.models`, `robench.attacks`, `robench.data.tasks`) is imported, which
+happens on the first lookup. Third-party entries come from the entry-point
+group `robench.<kind>` and are imported only when asked for by name.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import importlib
+import logging
+import re
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Callable, Generic, TypeVar
+
+from robench.core.errors import RobenchError
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+# Names end up in file names (run ids, records) and in markup: letters, digits and - _ : + . only,
+# starting with a letter or digit (so never "..", "/x" or "[b]").
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:+.-]*")
+
+
+def check_name(kind: str, name: str) -> str:
+    """`name` if it is a safe registry name, else a RobenchError."""
+    if not isinstance(name, str) or NAME.fullmatch(name) is None:
+        raise RobenchError(f"{kind} name {name!r} is not allowed: use letters, digits, '-', '_', ':', '+' and '.', "
+                           "starting with a letter or digit")
+    return name
+
+
+@dataclass
+class Entry(Generic[T]):
+    name: str
+    source: str  # "robench" or "plugin <distribution>"
+    obj: T | None = None
+    entry_point: EntryPoint | None = None
+
+    def load(self) -> T:
+        if self.obj is None:
+            assert self.entry_point is not None
+            try:
+                self.obj = self.entry_point.load()
+            except Exception as exc:  # a broken plugin must not take robench down
+                raise RobenchError(f"plugin {self.name!r} ({self.source}) failed to load: {exc}") from exc
+        return self.obj
+
+
+class Registry(Generic[T]):
+    """Name -> object registry for one kind ("models", "attacks", "tasks")."""
+
+    def __init__(self, kind: str, builtin_package: str) -> None:
+        self.kind = kind
+        self.group = f"robench.{kind}"
+        self._builtin_package = builtin_package
+        self._entries: dict[str, Entry[T]] = {}
+        self._families: dict[str, Callable[[str], T]] = {}  # "transfer" -> factory of `transfer:ARG`
+        self._family_args: dict[str, str] = {}  # "transfer" -> "RUN_ID": what ARG is, for `robench list`
+        self._discovered = False
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: `@MODELS.register("bert")`."""
+
+        check_name(self.kind[:-1], name)
+
+        def decorator(obj: T) -> T:
+            if name in self._entries and self._entries[name].obj is not obj:
+                raise RobenchError(f"{self.kind} entry {name!r} is registered twice")
+            self._entries[name] = Entry(name, "robench", obj=obj)
+            return obj
+
+        return decorator
+
+    def register_family(self, prefix: str, arg: str = "ARG") -> Callable[[Callable[[str], T]], Callable[[str], T]]:
+        """Decorator: names `prefix:ARG` resolve to `factory(ARG)` (e.g. `transfer:RUN_ID`)."""
+
+        def decorator(factory: Callable[[str], T]) -> Callable[[str], T]:
+            self._families[prefix], self._family_args[prefix] = factory, arg
+            return factory
+
+        return decorator
+
+    def _discover(self) -> None:
+        if self._discovered:
+            return
+        self._discovered = True
+        importlib.import_module(self._builtin_package)
+        for ep in entry_points(group=self.group):
+            if NAME.fullmatch(ep.name) is None:
+                log.warning("ignoring the %s plugin %r: its name is not allowed (letters, digits, - _ : + . only)",
+                            self.kind[:-1], ep.name)
+                continue
+            if ep.name not in self._entries:
+                dist = ep.dist.name if ep.dist is not None else "unknown distribution"
+                self._entries[ep.name] = Entry(ep.name, f"plugin {dist}", entry_point=ep)
+
+    def get(self, name: str) -> T:
+        self._discover()
+        entry = self._entries.get(name)
+        prefix, _, arg = name.partition(":")
+        if entry is None and arg and prefix in self._families:
+            return self._families[prefix](check_name(self.kind[:-1], name).partition(":")[2])  # ARG names a file
+        if entry is None:
+            close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise RobenchError(
+                f"unknown {self.kind[:-1]} {name!r}{hint} (known: {', '.join(sorted(self._entries))}; "
+                f"see `robench list`)"
+            )
+        return entry.load()
+
+    def families(self) -> dict[str, T]:
+        """One example entry per family, keyed by its pattern (`transfer:RUN_ID`), built with ARG as the argument."""
+        self._discover()
+        return {f"{prefix}:{arg}": self._families[prefix](arg) for prefix, arg in sorted(self._family_args.items())}
+
+    def names(self, pattern: str = "*") -> list[str]:
+        self._discover()
+        return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
+
+    def entries(self) -> list[Entry[T]]:
+        self._discover()
+        return [self._entries[n] for n in sorted(self._entries)]
+
+    def __contains__(self, name: str) -> bool:
+        self._discover()
+        return name in self._entries
+
+
+# The three registries. Their entries are the only global mutable state in robench.
+if TYPE_CHECKING:
+    from robench.core.types import AttackRecipe, Defense, Task
+
+MODELS: Registry["Defense"] = Registry("models", "robench.models")
+ATTACKS: Registry["AttackRecipe"] = Registry("attacks", "robench.attacks")
+TASKS: Registry["Task"] = Registry("tasks", "robench.data.tasks")

@@ -1,0 +1,42 @@
+"""Text from data, records and users made safe for where robench writes it: a terminal, a Markdown table, an
+error message.
+
+* `terminal_safe`: C0 and C1 control characters (escape sequences, OSC-8 hyperlinks, carriage returns, bells),
+  DEL and the Unicode bidirectional controls (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) are
+  shown as visible escapes (`\\x1b`, `\\u202e`), so a text can neither drive the terminal nor reorder what
+  is printed around it.
+* `markdown_cell`: the same, plus HTML special characters as entities and `|` escaped, so a name can neither
+  inject markup nor shift a table's columns.
+* `excerpt`: a short, escaped excerpt of a value for an error message; no message echoes more of a file.
+"""
+from __future__ import annotations
+
+import html
+import re
+
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI}]")
+_LINE_UNSAFE = re.compile(f"[\x00-\x09\x0b-\x1f\x7f-\x9f{BIDI}]")  # as _UNSAFE, but newlines kept
+EXCERPT = 20  # characters of a value an error message may quote
+
+
+def _visible(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: object, keep_newlines: bool = False) -> str:
+    """`text` with every control and bidirectional-control character shown as a visible escape."""
+    return (_LINE_UNSAFE if keep_newlines else _UNSAFE).sub(_visible, str(text))
+
+
+def markdown_cell(text: object) -> str:
+    """`text` safe inside one cell of a Markdown table: controls visible, HTML escaped, `|` and newlines too."""
+    return html.escape(terminal_safe(text), quote=False).replace("|", "\\|")
+
+
+def excerpt(value: object, limit: int = EXCERPT, quote: bool = True) -> str:
+    """An excerpt of `value` (quoted unless `quote` is False): at most `limit` characters of it, controls escaped."""
+    text = str(value)
+    short = terminal_safe(text if len(text) <= limit else text[:limit] + "…")
+    return f"'{short}'" if quote else short

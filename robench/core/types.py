@@ -1,0 +1,154 @@
+"""The plain types every layer shares: tasks, defenses, attack recipes and their results.
+
+A leaf module: it imports nothing from robench at run time and registers nothing.
+Built-in entries register themselves in their own modules (`robench.data.tasks`,
+`robench.models`, `robench.attacks`).
+
+Attack conventions follow TextAttack so numbers are comparable:
+* skipped    - the clean prediction was already wrong; not attacked;
+* failed     - attacked, the model still predicts the gold label;
+* successful - attacked, the prediction flipped;
+* error      - the recipe raised on this example; recorded, left out of the metrics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from robench.core.paths import Settings
+    from robench.engine.victim import Victim
+    from robench.runs.spec import RunSpec
+
+Split = Literal["train", "eval"]
+Source = Literal["local", "hub"]
+Status = Literal["skipped", "failed", "successful", "error"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A text-classification task and how to load it from each source."""
+
+    name: str
+    text_fields: tuple[str, ...]
+    label_names: tuple[str, ...]
+    local: Callable[[Path, Split], "object"]  # (data_dir, split) -> Dataset
+    hub: Callable[[Split], "object"]  # split -> Dataset
+    advglue: str | None = None  # key of the AdvGLUE dev split for this task
+    note: str = ""  # how the offline data differs from the canonical task, if it does
+    data_files: tuple[str, ...] = ()  # data-dir files `local` reads (fingerprinted); empty: hash the rows
+    uses_data_dir: bool = True  # False: `local` reads the task's own files (tasks from files) and gets no data dir
+    adversarial: Callable[[], "object"] | None = None  # fixed adversarial examples to replay (like AdvGLUE)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+
+@dataclass
+class ExampleResult:
+    """One attacked example; one row of the per-example CSV."""
+
+    index: int  # row in the evaluated split
+    label: int
+    original_text: str
+    perturbed_text: str
+    original_prediction: int
+    perturbed_prediction: int
+    status: Status
+    queries: int = 0
+    num_words: int = 0
+    words_perturbed: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class NoParams:
+    pass
+
+
+class Objective:
+    """Cross-entropy fine-tuning; subclasses change how a step makes its gradients."""
+
+    def __init__(self, model: nn.Module, params: Any) -> None:
+        self.model = model
+        self.params = params
+
+    def step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Compute the loss for `batch`, call backward, return the detached loss."""
+        loss = self.model(**batch).loss
+        loss.backward()
+        return loss.detach()
+
+    def after_optimizer_step(self) -> None:
+        """Hook run after each optimizer step (e.g. SMART's EMA teacher update)."""
+
+
+class Architecture(Protocol):
+    def __call__(self, backbone: str, num_labels: int, params: Any) -> nn.Module: ...
+
+
+@dataclass(frozen=True)
+class Defense:
+    """A registry entry under `robench.models`."""
+
+    name: str
+    summary: str
+    architecture: Architecture | None = None  # None: plain BERT
+    objective: type[Objective] | None = None  # None: cross-entropy
+    params: type = NoParams  # dataclass of this component's hyperparameters
+
+
+@dataclass
+class AttackContext:
+    """What a recipe gets: the victim, the data to attack, and where to persist progress."""
+
+    spec: RunSpec
+    task: Task
+    victim: Victim
+    settings: Settings
+    eval_data: Any  # datasets.Dataset: the examples to attack (the recipe's split, subset by the spec's eval seed)
+    dev_accuracy: float  # the fine-tuned model's accuracy on the task's whole eval split
+    done: dict[int, ExampleResult]  # results of an interrupted earlier attempt, by index
+    record: Callable[[ExampleResult], None]  # persist one finished example at once
+    console: Console | None = None
+
+
+@dataclass
+class AttackOutput:
+    """What a recipe's attack returns: its new results and the resources it used, described once."""
+
+    results: list[ExampleResult]  # one per example attacked now (not those in ctx.done)
+    resources: dict[str, Any]  # every external resource the attack used and its substitutes, for the run record
+
+
+@dataclass
+class AttackRecipe:
+    """A registry entry under `robench.attacks`.
+
+    `attack(ctx, params)` returns an `AttackOutput`: one ExampleResult per attacked example,
+    and a description of every external resource it used, from the resources it loaded.
+    `check(task, params, settings)` rejects, *before* training, a task the recipe cannot
+    handle or a resource it needs that is missing (cheap checks: no model loading).
+    `summarize(results, ctx, params)` turns results into metrics (TextAttack's by default); `params` are the
+    resolved attack parameters, the same object `attack` got.
+    `examples(task, settings, source)` loads the split the recipe attacks (default: the task's eval
+    split); the runner subsets it with the spec's `eval_size` and `eval_seed` and passes it as `ctx.eval_data`.
+    `data_files` are the data-dir files the recipe reads itself (part of the run's data fingerprint).
+    """
+
+    name: str
+    summary: str
+    attack: Callable[[AttackContext, Any], AttackOutput]
+    params: type
+    check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
+    summarize: Callable[[list[ExampleResult], AttackContext, Any], dict[str, Any]] | None = None
+    queries_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example
+    examples: Callable[[Task, Settings, Source], Any] | None = None
+    data_files: tuple[str, ...] = ()

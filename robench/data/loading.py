@@ -1,0 +1,164 @@
+"""Loading, validating and subsetting task data (local data directory or the Hugging Face hub).
+
+Every loader returns a `datasets.Dataset` with the task's text fields plus an
+integer `label` column. Offline data comes from a data directory laid out like
+`shared/data` (see its README for the quoting rules honoured here).
+"""
+from __future__ import annotations
+
+import csv
+import functools
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from robench.core.errors import RobenchError
+from robench.core.registry import TASKS
+from robench.core.types import Source, Split, Task
+
+
+def _read(path: Path, builder: str, **kwargs):
+    import datasets
+
+    if not path.is_file():
+        raise RobenchError(f"missing data file {path}: is the data directory laid out like shared/data?")
+    datasets.disable_progress_bars()
+    try:
+        return datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True, **kwargs)
+    except Exception as exc:  # pandas / arrow errors on malformed files
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "corresponds to no data" in reason:  # datasets' words for a file with a header and no rows
+            raise RobenchError(f"data file {path} has no rows") from exc
+        raise RobenchError(f"malformed data file {path}: {reason}") from exc
+
+
+def _tsv(path: Path, raw_quotes: bool):
+    return _read(path, "csv", delimiter="\t", quoting=csv.QUOTE_NONE if raw_quotes else csv.QUOTE_MINIMAL)
+
+
+def _every_kth(ds, k: int, held_out: bool):
+    """Deterministic split: every k-th row is held out (stable across runs and machines)."""
+    idx = [i for i in range(len(ds)) if (i % k == 0) == held_out]
+    return ds.select(idx)
+
+
+def _hub(path: str, name: str | None, split: str, rename: dict[str, str] | None = None):
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(path, name, split=split)
+    except Exception as exc:
+        raise RobenchError(
+            f"could not load {path}/{name or ''} [{split}] from the Hugging Face hub ({type(exc).__name__}); "
+            "offline? point --data-dir or ROBENCH_DATA_DIR at a local data directory"
+        ) from exc
+    return ds.rename_columns(rename) if rename else ds
+
+
+def _glue_hub(config: str, eval_split: str = "validation") -> Callable[[Split], object]:
+    return lambda split: _hub("glue", config, "train" if split == "train" else eval_split)
+
+
+def _map_label_names(ds, names: tuple[str, ...], path: Path, column: str = "label"):
+    lookup = {n: i for i, n in enumerate(names)}
+    bad = sorted({v for v in ds[column] if v not in lookup})
+    if bad:
+        raise RobenchError(f"malformed data file {path}: unexpected labels {bad[:5]} (expected {list(names)})")
+    ds = ds.map(lambda r: {"_label": lookup[r[column]]}, remove_columns=[column])
+    return ds.rename_column("_label", "label")
+
+
+# --- AdvGLUE -----------------------------------------------------------------------
+
+ADVGLUE_FILE = "advglue/dev.json"  # relative to the data dir
+
+def load_advglue(task: Task, data_dir: Path | None, source: Source):
+    """The AdvGLUE dev split matching `task` (or the task's own replay file), with its text fields and labels."""
+    if task.adversarial is not None:
+        return validate(task.adversarial(), task, f"{task.name} replay")
+    if task.advglue is None:
+        tasks = ", ".join(n for n in TASKS.names() if TASKS.get(n).advglue)
+        raise RobenchError(f"task {task.name!r} has no AdvGLUE split (AdvGLUE covers: {tasks})")
+    if source == "hub":
+        config = "adv_" + task.advglue.replace("-", "_")
+        ds = _hub("adv_glue", config, "validation")
+    else:
+        path = _require(data_dir) / ADVGLUE_FILE
+        ds = _read(path, "json", field=task.advglue)
+    return validate(ds, task, f"AdvGLUE {task.advglue}")
+
+
+# --- public API -------------------------------------------------------------------
+
+def _require(data_dir: Path | None) -> Path:
+    if data_dir is None:
+        raise RobenchError("no data directory set: pass --data-dir or set ROBENCH_DATA_DIR, or use --data-source hub")
+    return data_dir
+
+
+@functools.lru_cache(maxsize=32)
+def load_split(task: Task, split: Split, data_dir: Path | None, source: Source):
+    """Load and validate one split of `task` (memoised: datasets are never modified in place)."""
+    if not task.uses_data_dir:
+        ds = task.local(None, split)
+    else:
+        ds = task.hub(split) if source == "hub" else task.local(_require(data_dir), split)
+    return validate(ds, task, f"{task.name} {split}")
+
+
+def validate(ds, task: Task, what: str):
+    """Keep the task's columns; reject empty data, missing fields and unknown labels."""
+    missing = [c for c in (*task.text_fields, "label") if c not in ds.column_names]
+    if missing:
+        raise RobenchError(f"{what}: missing columns {missing} (has {ds.column_names})")
+    if len(ds) == 0:
+        raise RobenchError(f"{what}: the data is empty")
+    ds = ds.select_columns([*task.text_fields, "label"])
+    labels = set(ds["label"])
+    allowed = set(range(task.num_labels))
+    if not labels <= allowed:
+        raise RobenchError(
+            f"{what}: labels {sorted(labels - allowed, key=str)[:5]} are outside the task's label set "
+            f"{dict(enumerate(task.label_names))}"
+        )
+    for field in task.text_fields:
+        empty = [i for i, t in enumerate(ds[field]) if not isinstance(t, str) or not t.strip()]
+        if empty:
+            raise RobenchError(f"{what}: empty or missing {field!r} text in rows {empty[:5]}")
+    return ds
+
+
+def subset(ds, size: int | None, seed: int):
+    """A deterministic random subset of `size` rows chosen by `seed` (all rows if size is None)."""
+    rows = subset_indices(len(ds), size, seed)
+    return ds if len(rows) == len(ds) else ds.select(rows)
+
+
+def subset_indices(n: int, size: int | None, seed: int) -> list[int]:
+    """The sorted rows `subset` keeps out of `n`: `size` of them drawn by `seed`, or all."""
+    if size is None or size >= n:
+        return list(range(n))
+    if size <= 0:
+        raise RobenchError(f"subset size must be positive, got {size}")
+    return sorted(int(i) for i in np.random.default_rng(seed).permutation(n)[:size])
+
+
+def texts_of(ds, task: Task) -> list[tuple[str, ...]]:
+    """Rows as tuples of the task's text fields (one element for single-sentence tasks)."""
+    columns = [list(ds[f]) for f in task.text_fields]
+    return list(zip(*columns))
+
+
+def split_rows(split: Sequence[str], subset: Sequence[str]) -> list[int | None]:
+    """Eval-split row of each subset text, walking the split in order (None: not found after the previous).
+
+    Identical texts are interchangeable: each takes the first unused row after the previous match.
+    """
+    rows: list[int | None] = []
+    pos = 0
+    for text in subset:
+        row = next((j for j in range(pos, len(split)) if split[j] == text), None)
+        rows.append(row)
+        pos = pos if row is None else row + 1
+    return rows

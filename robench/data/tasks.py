@@ -1,0 +1,97 @@
+"""The built-in classification tasks: where their data lives, their fields, labels and AdvGLUE split.
+
+Online users can pass `--data-source hub` to use the Hugging Face hub instead of the data directory.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from robench.core.errors import RobenchError
+from robench.core.registry import TASKS
+from robench.core.types import Split, Task
+from robench.data.loading import _every_kth, _glue_hub, _hub, _map_label_names, _read, _tsv
+
+# --- local loaders (each reads exactly the files its Task declares in `data_files`) -----
+
+SST2 = {"train": "sst2/train.tsv", "eval": "sst2/dev.tsv"}
+RTE = {"train": "rte/train.tsv", "eval": "rte/dev.tsv"}
+QNLI = "qnli/dev.tsv"
+MR = ("mr/rt-polarity.neg", "mr/rt-polarity.pos")  # labels 0 and 1
+AGNEWS = {"train": "ag_news/train_subset_alps.tsv", "eval": "ag_news/test.csv"}
+
+
+def _sst2_local(root: Path, split: Split):
+    ds = _tsv(root / SST2[split], raw_quotes=True)
+    if "sentence" not in ds.column_names:
+        return ds  # validate() reports the missing column
+    return ds.map(lambda r: {"sentence": (r["sentence"] or "").strip()})  # GLUE keeps a trailing space
+
+
+def _rte_local(root: Path, split: Split):
+    return _tsv(root / RTE[split], raw_quotes=False)
+
+
+def _qnli_local(root: Path, split: Split):
+    ds = _tsv(root / QNLI, raw_quotes=True)
+    ds = _map_label_names(ds, ("entailment", "not_entailment"), root / QNLI)
+    return _every_kth(ds, 5, held_out=split == "eval")
+
+
+def _mr_local(root: Path, split: Split):
+    import datasets
+
+    parts = []
+    for label, name in enumerate(MR):
+        ds = _read(root / name, "text", encoding="utf-8")
+        parts.append(ds.map(lambda r: {"text": r["text"].strip(), "label": label}))
+    ds = datasets.concatenate_datasets(parts)
+    return _every_kth(ds, 10, held_out=split == "eval")
+
+
+AG_LABELS = ("World", "Sports", "Business", "Sci/Tech")
+
+
+def _agnews_local(root: Path, split: Split):
+    if split == "train":
+        ds = _read(root / AGNEWS["train"], "csv", delimiter="\t", header=None, column_names=["text", "label_name"])
+        return _map_label_names(ds, AG_LABELS, root / AGNEWS["train"], column="label_name")
+    ds = _read(root / AGNEWS["eval"], "csv", header=None, column_names=["label", "title", "text"])
+    return ds.map(lambda r: {"label": int(r["label"]) - 1, "text": str(r["text"]).replace("\\", " ").strip()},
+                  remove_columns=["title"])
+
+
+def _register(task: Task) -> None:
+    TASKS.register(task.name)(task)
+
+
+_register(Task("sst2", ("sentence",), ("negative", "positive"), _sst2_local, _glue_hub("sst2"), advglue="sst2",
+               data_files=tuple(SST2.values())))
+_register(Task("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment"), _rte_local,
+               _glue_hub("rte"), advglue="rte", data_files=tuple(RTE.values())))
+_register(Task("qnli", ("question", "sentence"), ("entailment", "not_entailment"), _qnli_local,
+               _glue_hub("qnli"), advglue="qnli",
+               note="offline: only GLUE dev ships; rows with index % 5 != 0 train, the rest evaluate",
+               data_files=(QNLI,)))
+_register(Task("mr", ("text",), ("negative", "positive"), _mr_local,
+               lambda split: _hub("rotten_tomatoes", None, "train" if split == "train" else "test"),
+               note="offline: every 10th sentence of each polarity file is held out for evaluation", data_files=MR))
+_register(Task("agnews", ("text",), AG_LABELS, _agnews_local,
+               lambda split: _hub("ag_news", None, "train" if split == "train" else "test"),
+               note="offline: train is the 10,001-row ALPS subset of AG train (descriptions only); "
+                    "eval is the AG test set's descriptions", data_files=tuple(AGNEWS.values())))
+
+
+def _hub_only(name: str) -> Callable[[Path, Split], object]:
+    def local(root: Path, split: Split):
+        raise RobenchError(f"task {name!r} has no offline data in shared/data; use --data-source hub when online")
+
+    return local
+
+
+_register(Task("mnli", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), _hub_only("mnli"),
+               _glue_hub("mnli", "validation_matched"), advglue="mnli"))
+_register(Task("mnli-mm", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"),
+               _hub_only("mnli-mm"), _glue_hub("mnli", "validation_mismatched"), advglue="mnli-mm"))
+_register(Task("qqp", ("question1", "question2"), ("not_duplicate", "duplicate"), _hub_only("qqp"),
+               _glue_hub("qqp"), advglue="qqp"))

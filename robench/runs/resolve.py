@@ -1,0 +1,137 @@
+"""A RunSpec resolved once: every name looked up, every hyperparameter validated, before any work."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from robench.core.errors import RobenchError
+from robench.core.hashing import content_hash
+from robench.core.params import make_params
+from robench.core.paths import Settings
+from robench.core.registry import ATTACKS, TASKS
+from robench.core.types import AttackRecipe, Task
+from robench.data.file_tasks import has_train_file, task_from_definition
+from robench.data.fingerprint import files_fingerprint, task_fingerprint
+from robench.data.loading import load_split
+from robench.runs.spec import RunSpec
+from robench.training.backbones import Backbone, resolve_backbone
+from robench.training.defense import ComposedDefense, resolve_model
+from robench.training.given import checkpoint_label_order, parse_label_map
+
+log = logging.getLogger(__name__)
+MAX_SEED = 2**32 - 1  # numpy's (and so transformers.set_seed's) limit
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """What a run needs, looked up from its spec once and passed down to training and the attack."""
+
+    spec: RunSpec
+    settings: Settings
+    task: Task
+    defense: ComposedDefense | None  # None: the run attacks a given model (spec.checkpoint)
+    model_params: dict[str, Any]  # the defense's hyperparameters, defaults filled in
+    backbone: Backbone | None  # None: the run attacks a given model
+    train_data: str  # fingerprint of the task's train and eval data
+    recipe: AttackRecipe | None = None  # None: training only
+    attack_params: Any = None  # the recipe's params dataclass
+    label_order: tuple[int, ...] | None = None  # a saved checkpoint's output for each task label
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """Training, defense and attack hyperparameters as recorded in a run record (of a given model's
+        training settings only the input length applies)."""
+        attack = dataclasses.asdict(self.attack_params) if self.attack_params is not None else None
+        train = dataclasses.asdict(self.spec.train) if self.spec.trains else {"max_length": self.spec.train.max_length}
+        return {"train": train, "model": self.model_params, "attack": attack}
+
+
+def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> ResolvedRun:
+    """Fail fast, before any training, on every bad name, hyperparameter, missing resource or data file in
+    `spec`; fingerprint the data the run reads."""
+    check_spec(spec)
+    if spec.trains and spec.task_source is not None and not has_train_file(spec.task_source):
+        raise RobenchError(f"task {spec.task!r} has no train file, so there is nothing to fine-tune on: attack an "
+                           "existing model with --checkpoint (robench.evaluate in Python), or add a train file")
+    task = resolve_task(spec)
+    defense, model_params, backbone, order = None, {}, None, None
+    if spec.trains:
+        defense = resolve_model(spec.model)
+        model_params = defense.resolve_params(spec.model_params)
+        backbone = resolve_backbone(spec.backbone)
+        if backbone.max_positions is not None and spec.train.max_length > backbone.max_positions:
+            raise RobenchError(f"--max-length {spec.train.max_length} exceeds the {backbone.max_positions} "
+                               f"positions of backbone {spec.backbone!r}; use --max-length "
+                               f"{backbone.max_positions} or less")
+    elif spec.checkpoint.get("kind") == "checkpoint":
+        order = checkpoint_label_order(spec.checkpoint["location"], task,
+                                       parse_label_map(spec.checkpoint.get("label_map")))
+    if spec.data_source == "local" and task.uses_data_dir:
+        settings.require_data_dir()
+    recipe = attack_params = None
+    if attack:
+        recipe = ATTACKS.get(spec.attack)
+        attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
+        recipe.check(task, attack_params, settings)
+    train_data = data_fingerprint(spec, task, settings)
+    data = train_data  # the run's fingerprint adds the files the recipe reads itself (AdvGLUE's)
+    if recipe is not None and recipe.data_files and spec.data_source == "local" and task.uses_data_dir:
+        data = content_hash([train_data, files_fingerprint(settings.data_dir, recipe.data_files, settings.cache_dir)])
+    spec = dataclasses.replace(spec, data_fingerprint=data, train_size=effective_train_size(spec, task, settings),
+                               model_params=_canonical(spec.model_params, model_params),
+                               attack_params=_canonical(spec.attack_params, dataclasses.asdict(attack_params)
+                                                        if attack_params is not None else {}))
+    return ResolvedRun(spec, settings, task, defense, model_params, backbone, train_data, recipe, attack_params,
+                       order)
+
+
+def _canonical(given: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
+    """The parameters the user gave, each as its parsed value in JSON form (`im_layers="0,1,2"` and
+    `im_layers=[0, 1, 2]` are one setting, so one run id); parameters left at their defaults stay out."""
+    return {k: json.loads(json.dumps(resolved[k])) if k in resolved else v for k, v in given.items()}
+
+
+def effective_train_size(spec: RunSpec, task: Task, settings: Settings) -> int | None:
+    """`spec.train_size`, or None (the whole split) when it is at least the train split's size: the same training
+    rows, so the same run id and checkpoint as no --train-size (a larger value is a warning)."""
+    if not spec.trains or spec.train_size is None:
+        return spec.train_size
+    rows = len(load_split(task, "train", settings.data_dir, spec.data_source))
+    if spec.train_size < rows:
+        return spec.train_size
+    if spec.train_size > rows:
+        log.warning("--train-size %d exceeds the %d rows of the %s train split: training on the whole split",
+                    spec.train_size, rows, task.name)
+    return None
+
+
+def data_fingerprint(spec: RunSpec, task: Task, settings: Settings) -> str:
+    """The train and eval data the run reads: a task from files by its files' hashes, else robench.data.fingerprint."""
+    if spec.task_source is not None:
+        return content_hash(spec.task_source)
+    return task_fingerprint(task, settings, spec.data_source)
+
+
+def check_spec(spec: RunSpec) -> None:
+    """Seeds, subset sizes and the data source (the training hyperparameters check themselves)."""
+    for flag, seed in (("--seed", spec.seed), ("--eval-seed", spec.eval_seed)):
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise RobenchError(f"{flag} must be an integer from 0 to {MAX_SEED}, got {seed!r}")
+    for flag, size in (("--train-size", spec.train_size), ("--eval-size", spec.eval_size)):
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise RobenchError(f"{flag} must be a positive integer (or omitted for the whole split), got {size!r}")
+    if spec.data_source not in ("local", "hub"):
+        raise RobenchError(f"--data-source must be 'local' or 'hub', got {spec.data_source!r}")
+
+
+def resolve_task(spec: RunSpec) -> Task:
+    """A registered task, or the task read from the files in `spec.task_source` (read and validated now: the
+    user's files are small, and their errors should come before any model is loaded)."""
+    if spec.task_source is None:
+        return TASKS.get(spec.task)
+    task = task_from_definition(spec.task_source)
+    for split in ("train", "eval") if spec.trains else ("eval",):
+        load_split(task, split, None, spec.data_source)
+    return task

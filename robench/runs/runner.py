@@ -1,0 +1,234 @@
+"""`run(spec)`: train (or reuse, or load a given checkpoint) -> attack -> results. The CLI is a thin layer over this."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+from robench.core.device import pick_device
+from robench.core.errors import RobenchError
+from robench.core.hashing import content_hash
+from robench.core.locks import file_lock
+from robench.core.paths import Settings, resolve_settings
+from robench.core.records import RunRecord, record_path
+from robench.core.text import excerpt
+from robench.core.types import AttackContext, ExampleResult, Source, Task
+from robench.data.loading import load_split, subset_indices, texts_of
+from robench.engine.metrics import textattack_metrics
+from robench.engine.victim import BaseVictim, ModelFailure, accuracy
+from robench.engine.words import join_fields
+from robench.runs.estimate import Estimate, estimate
+from robench.runs.resolve import ResolvedRun, resolve_run
+from robench.runs.spec import RunSpec
+from robench.runs.store import RunStore, git_commit, now, package_versions
+from robench.training.given import load_victim
+from robench.training.loop import TrainedModel, checkpoint_key, fine_tune, is_cached
+
+OnEstimate = Callable[[Estimate], None]
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PreparedModel:
+    """The model under attack, ready to query, and what its run record says about it."""
+
+    victim: BaseVictim
+    dev_accuracy: float  # accuracy on the task's whole eval split
+    checkpoint: str  # where its weights are (or what the in-memory model is)
+    backbone: dict[str, Any] | None = None  # the fine-tuned backbone (robench-trained models)
+    timings: dict[str, Any] = field(default_factory=dict)
+    train_examples: int | None = None  # the examples it was fine-tuned on (robench-trained models)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What `run` or `train` would do, without doing it (`--dry-run`)."""
+
+    spec: RunSpec
+    checkpoint: Path
+    checkpoint_cached: bool
+    record: Path | None  # None: training only
+    record_finished: bool
+    estimate: Estimate | None  # None: nothing left to do, or a given checkpoint (no estimate)
+
+
+def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", attack: bool = True) -> RunPlan:
+    """Validate `spec` and say where its checkpoint and record go, whether they exist, and what the rest costs.
+
+    Trains nothing and writes nothing (the calibration behind the estimate is not cached either)."""
+    settings = settings or resolve_settings()
+    resolved = resolve_run(spec, settings, attack=attack)
+    spec = resolved.spec  # with its data fingerprint, so the run id is the one `run` uses
+    given = not spec.trains  # a given checkpoint: nothing to train, and no calibration to estimate from
+    checkpoint = Path(spec.checkpoint.get("location", "")) if given else \
+        settings.checkpoints_dir / checkpoint_key(resolved)
+    cached = given or is_cached(checkpoint)
+    record = record_path(settings.runs_dir, spec.run_id) if attack else None
+    finished = attack and RunStore(settings.runs_dir, spec.run_id).finished() is not None
+    todo = not finished and (attack or not cached) and not given
+    cost = estimate(resolved, pick_device(device), cached, persist=False) if todo else None
+    return RunPlan(spec, checkpoint, cached, record, finished, cost)
+
+
+def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
+          console: Console | None = None, on_estimate: OnEstimate | None = None) -> TrainedModel:
+    """Fine-tune (or reuse the cached checkpoint of) `spec.model` on `spec.task`.
+
+    `on_estimate` receives the cost estimate before any training starts (none when the checkpoint is cached)."""
+    if not spec.trains:
+        raise RobenchError("the spec names a checkpoint: it is already trained (use run to attack it)")
+    resolved = resolve_run(spec, settings or resolve_settings(), attack=False)
+    torch_device = pick_device(device)
+    if on_estimate is not None and not is_cached(resolved.settings.checkpoints_dir / checkpoint_key(resolved)):
+        on_estimate(estimate(resolved, torch_device, train_cached=False))
+    return fine_tune(resolved, torch_device, console)
+
+
+def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", console: Console | None = None,
+        force: bool = False, on_estimate: OnEstimate | None = None) -> RunRecord:
+    """Run `spec` end to end and write its record; return the finished record if there is one.
+
+    The run id is that of the resolved spec (with its data fingerprint). A second process running the same
+    spec waits for the first, then returns its record. `on_estimate` receives the cost estimate of the
+    remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
+    calibration to estimate from)."""
+    settings = settings or resolve_settings()
+    resolved = resolve_run(spec, settings)
+    spec = resolved.spec
+    if spec.checkpoint is not None and spec.checkpoint.get("kind") != "checkpoint":
+        raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
+    store = RunStore(settings.runs_dir, spec.run_id)
+    with file_lock(store.lock_path, f"waiting for another process running {spec.run_id}"):
+        if not force and (finished := store.finished()) is not None:
+            return finished
+        return _run(resolved, store, device, console, force, on_estimate)
+
+
+def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console | None, force: bool,
+         on_estimate: OnEstimate | None) -> RunRecord:
+    spec, settings = resolved.spec, resolved.settings
+    torch_device = pick_device(device)
+    start = time.perf_counter()
+    if spec.trains:
+        if on_estimate is not None:
+            cached = is_cached(settings.checkpoints_dir / checkpoint_key(resolved))
+            on_estimate(estimate(resolved, torch_device, cached))
+            start = time.perf_counter()
+        trained = fine_tune(resolved, torch_device, console)
+        victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
+        model = PreparedModel(victim, trained.record["dev_accuracy"], str(trained.checkpoint),
+                              trained.record["backbone"],
+                              {"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
+                               "train_examples_per_second": trained.record["train_examples_per_second"]},
+                              trained.record.get("train_examples"))
+    else:
+        victim = load_victim(spec.checkpoint["location"], torch_device, label_order=resolved.label_order,
+                             max_length=spec.train.max_length)
+        model = PreparedModel(victim, dev_accuracy(resolved, victim), spec.checkpoint["location"])
+    model.timings["train_stage_seconds"] = time.perf_counter() - start
+    return attack(resolved, model, store, str(torch_device), console, force)
+
+
+def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
+    """Accuracy on the task's whole eval split, as training reports it; leaves the victim's cache empty."""
+    dev = load_split(resolved.task, "eval", resolved.settings.data_dir, resolved.spec.data_source)
+    value = accuracy(victim, texts_of(dev, resolved.task), list(dev["label"]))
+    victim.reset()  # the attack starts from a fresh cache and counters, as on a freshly trained model
+    return value
+
+
+def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device: str,
+           console: Console | None = None, force: bool = False) -> RunRecord:
+    """Attack `model` on the eval subset of `resolved`'s spec, then write and return the run record."""
+    spec, settings, task, recipe = resolved.spec, resolved.settings, resolved.task, resolved.recipe
+    start = time.perf_counter()
+    split = (recipe.examples or _task_eval_split)(task, settings, spec.data_source)
+    rows = subset_indices(len(split), spec.eval_size, spec.eval_seed)  # never the training seed: paired runs
+    eval_data = split if len(rows) == len(split) else split.select(rows)
+    ctx = AttackContext(spec, task, model.victim, settings, eval_data, model.dev_accuracy, {}, store.append,
+                        console)
+    if force:
+        store.partial_path.unlink(missing_ok=True)
+    done = ctx.done = store.load_partial(_matches(eval_data, task))
+
+    def record_progress(result: ExampleResult) -> None:  # the cost so far travels with each result
+        if result.status == "error":  # an error is not a result: a resumed attack tries the example again
+            return
+        store.append(result, {"attack_seconds": done.attack_seconds + time.perf_counter() - start,
+                              "victim_queries": done.victim_queries + model.victim.model_evaluations})
+
+    ctx.record = record_progress
+    try:
+        output = recipe.attack(ctx, resolved.attack_params)
+    except ModelFailure as exc:
+        raise ModelFailure(f"{exc}; the run stopped and no record was written (the examples finished before "
+                           "are kept: a re-run resumes after them)") from exc
+    results = sorted({**done, **{r.index: r for r in output.results}}.values(), key=lambda r: r.index)
+    _require_results(results)
+    metrics = (recipe.summarize or _default_summary)(results, ctx, resolved.attack_params)
+    metrics["dev_accuracy"] = model.dev_accuracy
+    seconds = time.perf_counter() - start
+    data = {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
+            "task_note": task.note or None, "fingerprint": spec.data_fingerprint, "eval_examples": len(rows),
+            "eval_indices_hash": content_hash(rows), "train_examples": model.train_examples}
+    if spec.task_source is not None:
+        data.update(source="files", data_dir=None, sha256=spec.task_source["sha256"])
+    resources = {"backbone": model.backbone, "data": data, "attack": output.resources, "device": device}
+    if not spec.trains:
+        resources["model"] = {**spec.checkpoint, "label_order": resolved.label_order}
+    seconds += done.attack_seconds  # a resumed attack's earlier processes count too
+    timings = {"train_seconds": None, **model.timings, "attack_seconds": seconds,
+               "total_seconds": model.timings.get("train_stage_seconds", 0.0) + seconds,
+               "victim_queries": done.victim_queries + model.victim.model_evaluations, "resumed_examples": len(done)}
+    record = RunRecord(
+        run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=resolved.hyperparameters(), resources=resources,
+        metrics=metrics, timings=timings, checkpoint=model.checkpoint, versions=package_versions(),
+        git_commit=git_commit(), created=now(),
+    )
+    store.finish(record, results)
+    return record
+
+
+def _require_results(results: list[ExampleResult]) -> None:
+    """A run whose every example ended in an error has no numbers: it is an error, not a record (0% clean and
+    0% robust would enter the leaderboard). Some errors are reported in the record and logged."""
+    errors = [r for r in results if r.status == "error"]
+    if errors and len(errors) == len(results):
+        raise RobenchError(f"every one of the {len(results)} attacked examples ended in an error (first: "
+                           f"{excerpt(errors[0].error, 200, quote=False)}); no record was written: fix the cause "
+                           "and re-run")
+    if errors:
+        log.warning("%d of %d examples ended in an error (first: %s); they are left out of every ratio",
+                    len(errors), len(results), excerpt(errors[0].error, 200, quote=False))
+
+
+def _task_eval_split(task: Task, settings: Settings, source: Source):
+    return load_split(task, "eval", settings.data_dir, source)
+
+
+def _matches(examples, task: Task):
+    """A check that a resumed result belongs to `examples`: index in range, same label and text."""
+    texts, labels = texts_of(examples, task), list(examples["label"])
+
+    def check(result: ExampleResult) -> str | None:
+        if result.index >= len(texts):
+            return f"index {result.index} is outside the {len(texts)} examples of this run"
+        if result.label != labels[result.index]:
+            return f"example {result.index} has label {result.label}, the data says {labels[result.index]}"
+        if (result.original_text or result.perturbed_text) != join_fields(texts[result.index]):
+            return f"the text of example {result.index} is not the data's"
+        return None
+
+    return check
+
+
+def _default_summary(results: list[ExampleResult], ctx: AttackContext, params: Any) -> dict[str, Any]:
+    metrics = textattack_metrics(results)
+    out = dataclasses.asdict(metrics)
+    out.update(out.pop("extra"))
+    return out

@@ -1,0 +1,63 @@
+"""What a run is (RunSpec), and the content hashes that key its caches."""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from robench.core.hashing import content_hash
+from robench.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines a run's numbers. Its hash is the run id."""
+
+    task: str = "sst2"
+    model: str = "bert"
+    attack: str = "advglue"
+    backbone: str = "minilm"
+    seed: int = 0
+    train_size: int | None = None  # None: the whole train split
+    eval_size: int | None = None  # None: the whole eval split (or AdvGLUE split)
+    eval_seed: int = 0  # chooses the eval subset (with eval_size), the same for every model and training seed
+    data_source: Literal["local", "hub"] = "local"
+    train: TrainConfig = field(default_factory=TrainConfig)
+    model_params: dict[str, Any] = field(default_factory=dict)
+    attack_params: dict[str, Any] = field(default_factory=dict)
+    # content hash of the data the run reads; `robench.runs.resolve.resolve_run` fills it in, so the run id
+    # changes when the data does (None: not resolved yet)
+    data_fingerprint: str | None = None
+    # A model that robench does not train: a saved checkpoint, an in-memory model or a function, identified
+    # by the hash of its weights (or a user-declared name); see robench.training.given and robench.runs.evaluate.
+    checkpoint: dict[str, Any] | None = None
+    # A task read from the user's files (robench.data.file_tasks): its definition and the files' SHA-256.
+    task_source: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        d = dict(d)
+        d["train"] = TrainConfig(**d.get("train", {}))
+        return cls(**d)
+
+    @property
+    def run_id(self) -> str:
+        identity = {k: v for k, v in self.to_dict().items() if v is not None or k not in OPTIONAL}
+        return f"{slug(f'{self.task}-{self.model}-{self.attack}-s{self.seed}')}-{content_hash(identity)}"
+
+    @property
+    def trains(self) -> bool:
+        """True when the run fine-tunes its model (False: it attacks a given checkpoint or model)."""
+        return self.checkpoint is None
+
+
+OPTIONAL = ("checkpoint", "task_source")  # left out of the run id when unset, so older run ids stay valid
+
+
+def slug(text: str) -> str:
+    """`text` made safe as a file name: letters, digits, `-`, `_`, `.`; never starting with a dot."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text).lstrip(".") or "_"
+

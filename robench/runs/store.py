@@ -1,0 +1,183 @@
+"""Run records (one JSON per run), per-example CSVs, resumable partial results.
+
+Everything is written atomically: a temp file in the same folder, then rename
+(with the permissions the umask gives a new file). Finished examples are
+appended to `<run_id>.partial.jsonl` as they complete, so an interrupted attack
+resumes where it stopped; on resume each line is checked against the run's
+examples, and a file that does not belong to the run is discarded with a warning.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+from dataclasses import asdict, fields
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Callable, get_args
+
+from robench.core.files import NO_SPACE, atomic_write, disk_full_error
+from robench.core.records import (
+    RECORD_FORMAT,
+    RunRecord,
+    examples_csv,
+    examples_path,
+    read_record,
+    record_path,
+    record_problem,
+    with_manifest,
+)
+from robench.core.types import ExampleResult, Status
+from robench.runs.spec import RunSpec
+
+log = logging.getLogger(__name__)
+PACKAGES = ("robench", "torch", "transformers", "datasets", "textattack", "numpy", "pandas", "nltk")
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if sha.returncode != 0:
+        return None
+    return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Partial(dict[int, ExampleResult]):
+    """What an interrupted attack left: its finished examples by index, and the cost of earlier processes."""
+
+    attack_seconds: float = 0.0  # attack time of earlier processes, up to their last finished example
+    victim_queries: int = 0  # likewise, model queries
+
+
+PROGRESS_KEYS = ("attack_seconds", "victim_queries")  # carried on each partial line besides the result
+STATUSES = frozenset(get_args(Status))
+
+
+class RunStore:
+    """Files of one run under `runs_dir`: record, per-example CSV, partial results."""
+
+    def __init__(self, runs_dir: Path, run_id: str) -> None:
+        self.record_path = record_path(runs_dir, run_id)
+        self.csv_path = examples_path(runs_dir, run_id)
+        self.partial_path = runs_dir / f"{run_id}.partial.jsonl"
+        self.lock_path = runs_dir / f"{run_id}.lock"
+
+    def finished(self) -> RunRecord | None:
+        """The finished record, unless there is none, it has an older format, or it does not verify: it must name
+        this run, its spec must hash to this run id, and it and its per-example CSV must match the manifest
+        written with them (then, with a warning, the run is redone and the record replaced)."""
+        if not self.record_path.is_file():
+            return None
+        record = read_record(self.record_path)
+        if record.format != RECORD_FORMAT:
+            return None
+        if (problem := record_problem(self.record_path, record) or _spec_problem(record)) is not None:
+            log.warning("run record %s does not verify (%s); running again", self.record_path, problem)
+            return None
+        return record
+
+    def load_partial(self, check: Callable[[ExampleResult], str | None] | None = None) -> Partial:
+        """The finished examples of an interrupted attempt. A half-written last line is cut off the file
+        (so the next append starts a fresh line); a file that is unreadable, has a bad line, a repeated
+        index, an unknown status, or a result `check` rejects (it returns the reason) is discarded with a
+        warning: the attack then starts over."""
+        if not self.partial_path.is_file():
+            return Partial()
+        data = self.partial_path.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        if len(complete) < len(data):  # cut short by an interruption
+            os.truncate(self.partial_path, len(complete))
+        try:
+            return _parse_partial(complete, check)
+        except ValueError as exc:
+            log.warning("discarding %s: %s; the attack starts over", self.partial_path, exc)
+            self.partial_path.unlink(missing_ok=True)
+            return Partial()
+
+    def append(self, result: ExampleResult, progress: dict[str, float] | None = None) -> None:
+        """Persist one finished example (with the attack's cost so far, `progress`, for a later resume)."""
+        self.partial_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(self.partial_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({**asdict(result), **(progress or {})}) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # a line cut short is cut off the file on resume (load_partial)
+            if exc.errno in NO_SPACE:
+                raise disk_full_error(exc, self.partial_path) from exc
+            raise
+
+    def finish(self, record: RunRecord, results: list[ExampleResult]) -> None:
+        """Write the per-example CSV, then the record with its manifest (the CSV's checksum and its own)."""
+        atomic_write(self.csv_path, examples_csv(results))
+        record = with_manifest(record, self.csv_path.parent)
+        atomic_write(self.record_path, json.dumps(asdict(record), indent=2, default=str))
+        self.partial_path.unlink(missing_ok=True)
+
+
+def _spec_problem(record: RunRecord) -> str | None:
+    """Why the record's spec does not name its run id, or None."""
+    try:
+        run_id = RunSpec.from_dict(record.spec).run_id
+    except (TypeError, ValueError) as exc:
+        return f"its spec is not a run spec ({type(exc).__name__})"
+    return None if run_id == record.run_id else f"its spec is that of run {run_id}, not {record.run_id}"
+
+
+def _parse_partial(data: bytes, check: Callable[[ExampleResult], str | None] | None) -> Partial:
+    """Parse partial lines; any problem is a ValueError naming the line."""
+    partial = Partial()
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    for number, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+            progress = {k: row.pop(k) for k in PROGRESS_KEYS if k in row}
+            result = ExampleResult(**row)
+        except (json.JSONDecodeError, TypeError, AttributeError) as exc:
+            raise ValueError(f"line {number} is not an example result ({exc})") from None
+        problem = _problem(result, partial) or (check(result) if check is not None else None)
+        if problem:
+            raise ValueError(f"line {number}: {problem}")
+        partial[result.index] = result
+        partial.attack_seconds = float(progress.get("attack_seconds", partial.attack_seconds))
+        partial.victim_queries = int(progress.get("victim_queries", partial.victim_queries))
+    return partial
+
+
+def _problem(result: ExampleResult, seen: dict[int, ExampleResult]) -> str | None:
+    for f in fields(ExampleResult):
+        value, kind = getattr(result, f.name), {"int": int, "str": str}.get(str(f.type))
+        if kind is not None and type(value) is not kind:
+            return f"{f.name} {value!r} is not {'an integer' if kind is int else 'a string'}"
+    if result.index < 0:
+        return f"index {result.index} is negative"
+    if result.index in seen:
+        return f"index {result.index} appears twice"
+    if result.status not in STATUSES:
+        return f"unknown status {result.status!r} (expected one of {sorted(STATUSES)})"
+    return None

@@ -1,0 +1,86 @@
+"""What a registered model ("defense") is, and how two of them compose.
+
+A defense supplies an *architecture* (how the network is built from a
+backbone), a training *objective* (how one step computes the loss and its
+gradients), or both:
+
+* `bert`   = plain architecture + cross-entropy
+* `imbert` = IM-connection architecture (objective: cross-entropy)
+* `freelb`, `smart` = objectives on the plain architecture
+
+Names joined with `+` compose: `imbert+freelb` takes the architecture from
+`imbert` and the objective from `freelb`.  Each component declares its
+hyperparameters as a dataclass with the paper's defaults; overrides are
+validated against those fields and the resolved values are recorded.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from torch import nn
+
+from robench.core.errors import RobenchError
+from robench.core.params import make_params
+from robench.core.registry import MODELS
+from robench.core.types import Defense, NoParams, Objective
+
+
+def plain_bert(backbone: str, num_labels: int, params: Any) -> nn.Module:
+    from transformers import AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification.from_pretrained(backbone, num_labels=num_labels)
+
+
+@dataclass(frozen=True)
+class ComposedDefense:
+    """The resolved architecture + objective pair for a (possibly composite) model name."""
+
+    name: str
+    parts: tuple[Defense, ...]
+
+    @property
+    def _arch_part(self) -> Defense | None:
+        return next((p for p in self.parts if p.architecture is not None), None)
+
+    @property
+    def _objective_part(self) -> Defense | None:
+        return next((p for p in self.parts if p.objective is not None), None)
+
+    def resolve_params(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """All hyperparameters with defaults filled in; unknown keys are an error."""
+        known = {f.name for part in self.parts for f in dataclasses.fields(part.params)}
+        make_params(NoParams, {k: v for k, v in overrides.items() if k not in known}, f"model {self.name!r}")
+        resolved: dict[str, Any] = {}
+        for part in self.parts:
+            names = {f.name for f in dataclasses.fields(part.params)}
+            mine = {k: v for k, v in overrides.items() if k in names}
+            resolved.update(dataclasses.asdict(make_params(part.params, mine, f"model {part.name!r}")))
+        return resolved
+
+    def _params_for(self, part: Defense | None, resolved: dict[str, Any]) -> Any:
+        if part is None:
+            return NoParams()
+        names = {f.name for f in dataclasses.fields(part.params)}
+        return part.params(**{k: v for k, v in resolved.items() if k in names})
+
+    def build(self, backbone: str, num_labels: int, resolved: dict[str, Any]) -> nn.Module:
+        part = self._arch_part
+        build: Callable = part.architecture if part is not None else plain_bert
+        return build(backbone, num_labels, self._params_for(part, resolved))
+
+    def objective(self, model: nn.Module, resolved: dict[str, Any]) -> Objective:
+        part = self._objective_part
+        cls = part.objective if part is not None else Objective
+        return cls(model, self._params_for(part, resolved))
+
+
+def resolve_model(name: str) -> ComposedDefense:
+    """`bert`, `imbert`, `imbert+freelb`, ... -> a ComposedDefense."""
+    parts = tuple(MODELS.get(n.strip()) for n in name.split("+"))
+    if sum(p.architecture is not None for p in parts) > 1:
+        raise RobenchError(f"model {name!r} combines two architectures; combine one architecture with objectives")
+    if sum(p.objective is not None for p in parts) > 1:
+        raise RobenchError(f"model {name!r} combines two training objectives; pick one")
+    return ComposedDefense(name, parts)

@@ -1,0 +1,192 @@
+"""Saved sequence classifiers as victims: any Hugging Face checkpoint (robench's own, IM-BERT included).
+
+A checkpoint is identified by the SHA-256 of its weight (and config and tokenizer) files, so two
+different models saved at the same path never share a run id. Its output labels are matched to the
+task's label names by name (`id2label`, case-insensitive); generic names (`LABEL_0`, ...) need an
+explicit label map.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from robench.core.errors import RobenchError
+from robench.core.hashing import files_sha256
+from robench.core.types import Task
+from robench.engine.victim import Victim
+
+WEIGHTS = ("*.safetensors", "pytorch_model*.bin")  # the first pattern that matches names the weight files
+HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors"]  # config, tokenizer, weights (.bin only without)
+
+
+def checkpoint_dir(location: str) -> Path:
+    """A local directory with the checkpoint: `location` itself, or the hub snapshot of a hub id."""
+    path = Path(location).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise RobenchError(f"checkpoint directory {path} has no config.json; save it with save_pretrained")
+        return path.resolve()
+    if location.startswith((".", "/", "~")) or path.exists():
+        raise RobenchError(f"checkpoint {location} is not a directory")
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = Path(snapshot_download(location, allow_patterns=HUB_FILES))
+        if not any(folder.glob("*.safetensors")):  # an older checkpoint with PyTorch weights only
+            folder = Path(snapshot_download(location, allow_patterns=[*HUB_FILES, "pytorch_model*.bin"]))
+        return folder
+    except Exception as exc:
+        raise RobenchError(f"checkpoint {location!r} is not a local directory and could not be fetched from the "
+                           f"Hugging Face hub ({type(exc).__name__}; offline?)") from exc
+
+
+def describe_checkpoint(location: str, cache_dir: Path | None = None) -> dict[str, Any]:
+    """What a RunSpec records about a checkpoint: where it is and one hash of its weight, config and tokenizer
+    files (a robench checkpoint's training.json left out)."""
+    folder = checkpoint_dir(location)
+    weights = next((files for pattern in WEIGHTS if (files := sorted(folder.glob(pattern)))), [])
+    if not weights:
+        raise RobenchError(f"checkpoint {location} has no weight files ({' or '.join(WEIGHTS)})")
+    others = [p for pattern in ("*.json", "*.txt", "*.model") for p in folder.glob(pattern)
+              if p.name != "training.json"]
+    local = Path(location).expanduser()
+    return {"kind": "checkpoint", "location": str(local.resolve()) if local.is_dir() else location,
+            "sha256": files_sha256(weights + others, cache_dir)}
+
+
+def module_sha256(model: torch.nn.Module) -> str:
+    """The hash of an in-memory model's state dict (names, dtypes, shapes and values)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def display_name(location: str, sha256: str) -> str:
+    """`checkpoint:<folder name>@<first 8 hex of the weights' hash>`: one leaderboard row per set of weights."""
+    return f"checkpoint:{Path(location).name or location}@{sha256[:8]}"
+
+
+def register_architectures() -> None:
+    """Import every registered defence (built-in and plugins), so that architectures such as IM-BERT register
+    their config and model with transformers' Auto classes before a checkpoint is loaded."""
+    from robench.core.registry import MODELS
+
+    MODELS.entries()
+
+
+def load_config(location: str):
+    from transformers import AutoConfig
+
+    register_architectures()
+
+    try:
+        return AutoConfig.from_pretrained(checkpoint_dir(location))
+    except (OSError, ValueError) as exc:
+        raise RobenchError(f"checkpoint {location}: unreadable config.json ({exc})") from exc
+
+
+def parse_label_map(text: str | Mapping[int, str] | None) -> dict[int, str] | None:
+    """`0=negative,1=positive` (or a mapping) -> {0: "negative", 1: "positive"}."""
+    if text is None or isinstance(text, Mapping):
+        return None if text is None else {int(k): str(v) for k, v in text.items()}
+    out: dict[int, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        index, sep, name = part.partition("=")
+        if not sep or not index.strip().isdigit() or not name.strip():
+            raise RobenchError(f"label map {text!r}: expected OUTPUT=LABEL pairs such as 0=negative,1=positive")
+        out[int(index)] = name.strip()
+    return out
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
+
+
+def label_order(outputs: Sequence[str], task: Task, label_map: Mapping[int, str] | None, what: str
+                ) -> tuple[int, ...]:
+    """For each task label (in the task's order), the model output that predicts it.
+
+    `outputs` are the model's label names by output index (its `id2label`); `label_map`
+    overrides them. Raises a RobenchError that says how to fix a mismatch.
+    """
+    expected = ", ".join(task.label_names)
+    example = ",".join(f"{i}={name}" for i, name in enumerate(task.label_names))
+    hint = f"pass --label-map {example} (label_map= in Python) with the model's outputs in its order"
+    if len(outputs) != task.num_labels:
+        raise RobenchError(f"{what} has {len(outputs)} output labels ({', '.join(map(str, outputs))}) but task "
+                           f"{task.name!r} has {task.num_labels} ({expected})")
+    if label_map is not None:
+        if sorted(label_map) != list(range(len(outputs))):
+            raise RobenchError(f"label map {label_map}: name every output 0..{len(outputs) - 1} once; {hint}")
+        outputs = [label_map[i] for i in range(len(outputs))]
+    names = [_norm(n) for n in outputs]
+    if label_map is None and all(re.fullmatch(r"label_?\d+", n) for n in names):
+        raise RobenchError(f"{what} names its labels generically ({', '.join(map(str, outputs))}); "
+                           f"say which is which: {hint}")
+    wanted = [_norm(n) for n in task.label_names]
+    if sorted(names) != sorted(wanted) or len(set(names)) != len(names):
+        source = "label map" if label_map is not None else f"{what}'s id2label"
+        raise RobenchError(f"{source} ({', '.join(map(str, outputs))}) does not match task {task.name!r}'s labels "
+                           f"({expected}) one to one; {hint}")
+    return tuple(names.index(w) for w in wanted)
+
+
+def checkpoint_label_order(location: str, task: Task, label_map: Mapping[int, str] | None) -> tuple[int, ...]:
+    config = load_config(location)
+    outputs = [config.id2label[i] for i in range(config.num_labels)]
+    if label_map is None and config.num_labels == task.num_labels and _trained_on(location, task):
+        return tuple(range(task.num_labels))  # a robench checkpoint of this task (older ones have generic names)
+    return label_order(outputs, task, label_map, f"checkpoint {location}")
+
+
+def _trained_on(location: str, task: Task) -> bool:
+    """True when robench fine-tuned the checkpoint on `task` (its training.json says so)."""
+    record = checkpoint_dir(location) / "training.json"
+    try:
+        return json.loads(record.read_text()).get("task") == task.name
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def load_victim(location: str | Path, device: torch.device, label_order: Sequence[int] | None = None,
+                **kwargs) -> Victim:
+    """The checkpoint at `location` (a directory or hub id) with its tokenizer, ready to query.
+
+    `label_order` reorders the model's outputs into the task's label order; `kwargs` go to `Victim`.
+    """
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    register_architectures()
+
+    folder = checkpoint_dir(str(location))
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(folder, output_loading_info=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as exc:
+        raise RobenchError(f"could not load checkpoint {location} as a sequence classifier with its tokenizer: "
+                           f"{str(exc).splitlines()[0]}") from exc
+    if missing := sorted(info.get("missing_keys") or []):
+        raise RobenchError(f"checkpoint {location} has no trained weights for {', '.join(missing[:4])}"
+                           f"{' ...' if len(missing) > 4 else ''} (a base encoder without a classification head?): "
+                           "they would be initialised at random, so every run would score another model; attack a "
+                           "fine-tuned sequence classifier, or fine-tune this one first (robench run --backbone "
+                           f"{location})")
+    return Victim(model, tokenizer, device, label_order=label_order, **kwargs)
+
+
+def checkpoint_fields(location: str, label_map: str | Mapping[int, str] | None = None,
+                      cache_dir: Path | None = None) -> dict[str, Any]:
+    """The RunSpec fields (`checkpoint`, `model`, `backbone`) of a run that attacks the checkpoint at `location`."""
+    described = describe_checkpoint(location, cache_dir)
+    parsed = parse_label_map(label_map)
+    described["label_map"] = {str(k): v for k, v in parsed.items()} if parsed is not None else None
+    return {"checkpoint": described, "model": display_name(described["location"], described["sha256"]),
+            "backbone": load_config(location).model_type}

@@ -1,0 +1,265 @@
+"""Fine-tuning with dynamic padding, AdamW + linear warmup, per-epoch eval, and a
+content-addressed checkpoint cache (safetensors).
+
+A checkpoint is keyed by everything that determines its weights, the data fingerprint included.
+It is written into `<key>.tmp-<host>-<pid>` and renamed into place; `training.json` records the
+size and SHA-256 of every file (weights, config, tokenizer), verified on reuse (once per process and file
+version). A damaged checkpoint is removed, with a warning, and retrained; the temp directories of dead processes are
+removed. A per-checkpoint lock makes a second identical process wait, then reuse. A loss or
+gradient norm that turns NaN or infinite stops training with an error, and nothing is saved."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from rich.console import Console
+
+from robench.core.device import autocast
+from robench.core.errors import RobenchError
+from robench.core.hashing import content_hash
+from robench.core.locks import file_lock
+from robench.core.manifest import folder_manifest, folder_problem
+from robench.core.progress import progress_bar
+from robench.core.types import Objective, Task
+from robench.data.loading import load_split, subset, texts_of
+from robench.engine.victim import Victim, accuracy
+from robench.training.backbones import load_tokenizer
+from robench.training.config import TrainConfig
+
+if TYPE_CHECKING:  # the run layer hands its resolved run down; training never imports it
+    from robench.runs.resolve import ResolvedRun
+    from robench.runs.spec import RunSpec
+
+TRAINING_FORMAT = 2  # bump when a change to training would change the weights it produces
+RECORD = "training.json"
+WEIGHTS = "model.safetensors"
+REQUIRED = ("config.json", WEIGHTS, "tokenizer_config.json")  # files a reusable checkpoint must have
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainedModel:
+    checkpoint: Path
+    cached: bool  # True when an identical earlier run's checkpoint was reused
+    record: dict[str, Any]  # hyperparameters, per-epoch history, throughput
+
+
+def checkpoint_key(run: ResolvedRun) -> str:
+    """Hash of everything that determines the fine-tuned weights (not the attack)."""
+    spec = run.spec
+    key = {
+        "format": TRAINING_FORMAT, "task": spec.task, "model": spec.model, "backbone": run.backbone.fingerprint,
+        "seed": spec.seed, "train_size": spec.train_size, "data_source": spec.data_source,
+        "train": asdict(spec.train), "model_params": run.model_params, "data": run.train_data,
+    }
+    if spec.task_source is not None:  # a task from files: its definition and the files' hashes
+        key["task_source"] = spec.task_source
+    return content_hash(key, length=16)
+
+
+def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = None) -> TrainedModel:
+    """Fine-tune `run`'s model on its task, or reuse the verified cached checkpoint of an identical run."""
+    checkpoints = run.settings.checkpoints_dir
+    target = checkpoints / checkpoint_key(run)
+    _remove_orphans(checkpoints)
+    with file_lock(target.with_name(f"{target.name}.lock"), f"waiting for another process training {target.name}"):
+        cached = _verified(target)
+        if cached is not None:
+            return TrainedModel(target, True, cached)
+        return _train(run, target, device, console)
+
+
+def _train(run: ResolvedRun, target: Path, device: torch.device, console: Console | None) -> TrainedModel:
+    spec, settings, task, defense, params, backbone = (run.spec, run.settings, run.task, run.defense,
+                                                       run.model_params, run.backbone)
+    train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
+    dev = load_split(task, "eval", settings.data_dir, spec.data_source)
+    tokenizer = load_tokenizer(backbone.location)
+    from transformers import set_seed
+
+    set_seed(spec.seed)
+    model = defense.build(backbone.location, task.num_labels, params).to(device)
+    model.config.id2label = dict(enumerate(task.label_names))  # so `--checkpoint` maps the outputs by name
+    model.config.label2id = {name: i for i, name in enumerate(task.label_names)}
+    history, seconds = _train_loop(model, tokenizer, task, train, dev, spec, defense.objective(model, params),
+                                   device, console)
+    record = {
+        "model": spec.model, "task": spec.task, "backbone": asdict(backbone), "seed": spec.seed,
+        "train_examples": len(train), "dev_examples": len(dev), "train": asdict(spec.train),
+        "model_params": params, "history": history, "train_seconds": seconds,
+        "train_examples_per_second": len(train) * spec.train.epochs / seconds if seconds else None,
+        "dev_accuracy": history[-1]["dev_accuracy"], "device": str(device),
+    }
+    return TrainedModel(target, False, _save_atomically(model, tokenizer, record, target))
+
+
+def is_cached(checkpoint: Path) -> bool:
+    """Whether a finished checkpoint that verifies (files, weights size and checksum) exists at `checkpoint`."""
+    return checkpoint.exists() and _problem(checkpoint) is None
+
+
+def encode(tokenizer, task: Task, ds, max_length: int) -> list[dict[str, Any]]:
+    fields = [list(ds[f]) for f in task.text_fields]
+    enc = tokenizer(*fields, truncation=True, max_length=max_length)
+    return [{**{k: enc[k][i] for k in enc}, "labels": label} for i, label in enumerate(ds["label"])]
+
+
+def train_step(objective: Objective, optimizer: torch.optim.Optimizer, scheduler: Any, batch: dict[str, torch.Tensor],
+               device: torch.device, max_grad_norm: float) -> torch.Tensor:
+    """One optimisation step on `batch` (already on `device`): the objective's loss and gradients under autocast,
+    gradient clipping, the optimizer and learning-rate `scheduler` steps (None: no schedule), the objective's
+    post-step hook. Returns the detached loss."""
+    with autocast(device):
+        loss = objective.step(batch)
+    grad_norm = torch.nn.utils.clip_grad_norm_(objective.model.parameters(), max_grad_norm)
+    _require_finite(float(loss), float(grad_norm), optimizer.param_groups[0]["lr"])
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    objective.after_optimizer_step()
+    return loss
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW without weight decay on biases and LayerNorm weights, with linear warmup and decay."""
+    from transformers import get_linear_schedule_with_warmup
+
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
+         "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, fused=True)  # one kernel per step, CPU and CUDA
+    return optimizer, get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
+
+
+def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objective, device, console):
+    from transformers import DataCollatorWithPadding
+
+    cfg = spec.train
+    features = encode(tokenizer, task, train, cfg.max_length)
+    generator = torch.Generator().manual_seed(spec.seed)
+    loader = torch.utils.data.DataLoader(features, batch_size=cfg.batch_size, shuffle=True, generator=generator,
+                                         collate_fn=DataCollatorWithPadding(tokenizer))
+    total = len(loader) * cfg.epochs
+    optimizer, scheduler = make_optimizer(model, cfg, total)
+    dev_texts, dev_labels = texts_of(dev, task), list(dev["label"])
+    history, train_seconds = [], 0.0
+    with progress_bar(console) as progress:
+        bar = progress.add_task(f"train {spec.model} on {spec.task}", total=total)
+        for epoch in range(cfg.epochs):
+            model.train()
+            start, loss_sum = time.perf_counter(), 0.0
+            for batch in loader:
+                loss = train_step(objective, optimizer, scheduler, {k: v.to(device) for k, v in batch.items()},
+                                  device, cfg.max_grad_norm)
+                loss_sum += float(loss)
+                progress.update(bar, advance=1, description=f"train {spec.model} epoch {epoch + 1}/{cfg.epochs} "
+                                                              f"loss {float(loss):.3f}")
+            train_seconds += time.perf_counter() - start
+            entry = {"epoch": epoch + 1, "train_loss": loss_sum / len(loader)}
+            if epoch + 1 == cfg.epochs:  # the dev split once, at the end: for IM-BERT it costs minutes on a CPU
+                victim = Victim(model, tokenizer, device, max_length=cfg.max_length)
+                entry["dev_accuracy"] = accuracy(victim, dev_texts, dev_labels)
+            history.append(entry)
+            if console is not None:
+                dev = f", dev accuracy {entry['dev_accuracy']:.4f}" if "dev_accuracy" in entry else ""
+                console.log(f"epoch {epoch + 1}: train loss {entry['train_loss']:.4f}{dev}")
+    return history, train_seconds
+
+
+def _require_finite(loss: float, grad_norm: float, lr: float) -> None:
+    """Stop before a NaN or infinite loss or gradient reaches the weights (nothing is saved)."""
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        return
+    what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
+    raise RobenchError(f"training diverged: {what} (learning rate at this step {lr:g}); no checkpoint was saved; "
+                       "lower --lr or check the model's hyperparameters")
+
+
+def _save_atomically(model, tokenizer, record: dict[str, Any], target: Path) -> dict[str, Any]:
+    """Write into a temp directory beside `target`, record the weights' checksum, rename into place.
+    The caller holds the checkpoint's lock and has removed any damaged `target`."""
+    tmp = target.with_name(f"{target.name}{_tmp_suffix(socket.gethostname(), os.getpid())}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        record = {**record, "files": _manifest(tmp)}
+        (tmp / RECORD).write_text(json.dumps(record, indent=2, default=str))
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return record
+
+
+def _verified(target: Path) -> dict[str, Any] | None:
+    """The training record of the checkpoint at `target` if its files verify; a damaged one is removed."""
+    if not target.exists():
+        return None
+    problem = _problem(target)
+    if problem is None:
+        return json.loads((target / RECORD).read_text(encoding="utf-8"))
+    log.warning("cached checkpoint %s is damaged (%s); removing it and training again", target, problem)
+    shutil.rmtree(target, ignore_errors=True)
+    if target.exists():
+        target.unlink()  # a file where the directory should be
+    return None
+
+
+def _manifest(folder: Path) -> dict[str, dict[str, Any]]:
+    """Size and SHA-256 of every file of a checkpoint (weights, config, tokenizer), its training record aside."""
+    return folder_manifest(folder, exclude=(RECORD,))
+
+
+def _problem(target: Path) -> str | None:
+    """Why the checkpoint at `target` cannot be reused, or None: every file it holds (weights, config, tokenizer)
+    must be listed in its training record's manifest with the same size and SHA-256, and none may be missing."""
+    if not target.is_dir():
+        return "not a directory"
+    missing = [f for f in (RECORD, *REQUIRED) if not (target / f).is_file()]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    try:
+        manifest = json.loads((target / RECORD).read_text(encoding="utf-8"))["files"]
+        expected = {str(name): {"bytes": int(entry["bytes"]), "sha256": str(entry["sha256"])}
+                    for name, entry in manifest.items()}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f"{RECORD} is unreadable or has no file manifest ({type(exc).__name__})"
+    return folder_problem(target, expected, exclude=(RECORD,))
+
+
+def _tmp_suffix(host: str, pid: int) -> str:
+    return f".tmp-{host}-{pid}"
+
+
+def _remove_orphans(checkpoints: Path) -> None:
+    """Remove `*.tmp-<host>-<pid>` (and older `*.tmp-<pid>`) directories of dead processes on this host."""
+    here = socket.gethostname()
+    for tmp in checkpoints.glob("*.tmp-*"):
+        host, _, pid = tmp.name.rpartition(".tmp-")[2].rpartition("-")
+        if host in ("", here) and pid.isdigit() and not _alive(int(pid)):
+            log.info("removing %s, left by a process that no longer runs", tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
