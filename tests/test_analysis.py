@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -292,6 +293,18 @@ def _config(examples, shuffles):
     from robench.analysis import AnalysisConfig
 
     return AnalysisConfig(examples, shuffles)
+
+
+@pytest.mark.parametrize("task", ["mr", str(Path(__file__).parent / "data" / "pairs.toml")])
+def test_analyze_runs_on_a_task_without_advglue_and_on_a_file_task(settings, tiny_backbone, task):
+    argv = ["analyze", "--task", task, "--backbone", str(tiny_backbone), "--train-size", "32", "--epochs", "1",
+            "--max-length", "32", "--examples", "4", "--shuffles", "1", "--data-dir", str(settings.data_dir),
+            "--cache-dir", str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--device", "cpu",
+            "--quiet"]
+    assert main([*argv, "--dry-run"]) == 0  # the plan resolves no attack (mr has no AdvGLUE split)
+    assert main(argv) == 0  # trains, then reads the task from its files, not the registry
+    (path,) = (settings.results_dir / "analysis").glob("*.json")
+    assert read_analysis(path).metrics["examples"] == 4
 
 
 def test_analyze_rejects_bad_settings(settings, tiny_backbone):

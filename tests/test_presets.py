@@ -42,6 +42,47 @@ def test_explicit_flags_override_the_preset(settings):
     assert spec.train.batch_size == PRESETS["quick"].batch_size
 
 
+def test_the_library_builds_the_same_specs_as_the_cli(settings):
+    import robench
+
+    for argv, options in [(("run", "--model", "imbert", "--attack", "textfooler"), dict(model="imbert",
+                                                                                        attack="textfooler")),
+                          (("run", "--attack", "textfooler", "--preset", "paper", "--epochs", "1", "--seed", "2"),
+                           dict(attack="textfooler", preset="paper", epochs=1, seed=2)),
+                          (("run", "--param", "gamma=0.5", "--model", "smart"), dict(model="smart",
+                                                                                    model_params={"gamma": 0.5}))]:
+        assert robench.make_spec(settings, **options) == _specs(settings, *argv)[0]
+    assert robench.make_spec(settings).train_size == PRESETS["quick"].train_size  # quick, as `robench run`
+
+
+def test_library_options_are_checked(settings):
+    import robench
+
+    with pytest.raises(robench.RobenchError, match="unknown run option"):
+        robench.make_spec(settings, modle="bert")
+    with pytest.raises(robench.RobenchError, match="with an explicit RunSpec"):
+        robench.run(robench.RunSpec(), settings, model="bert")
+
+
+def test_a_grid_takes_a_preset_and_its_config_overrides_it():
+    from robench.grid.config import expand, load_config
+
+    base = {"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue", "textfooler"]}
+    quick = {s.attack: s for s in expand(load_config({**base, "preset": "quick"}))}
+    assert quick["textfooler"].eval_size == PRESETS["quick"].search_eval_size and quick["advglue"].eval_size is None
+    assert (quick["advglue"].train_size, quick["advglue"].train.lr) == (1000, PRESETS["quick"].lr)
+    explicit = expand(load_config({**base, "preset": "quick", "train_size": 64, "train": {"lr": 3e-5}}))[0]
+    assert (explicit.train_size, explicit.train.lr, explicit.train.epochs) == (64, 3e-5, PRESETS["quick"].epochs)
+    default = expand(load_config(base))[0]  # a grid without a preset: the full setting (paper), as before
+    assert (default.train_size, default.eval_size, default.train) == (None, None, robench_train_defaults())
+
+
+def robench_train_defaults():
+    from robench.runs.spec import TrainConfig
+
+    return TrainConfig()
+
+
 @pytest.mark.parametrize("command", ["run", "train", "analyze"])
 def test_dry_run_trains_nothing_and_writes_nothing(capsys, settings, base, command):
     code = main([command, *base, "--dry-run"])

@@ -62,7 +62,7 @@ def analysis_path(spec: RunSpec, config: AnalysisConfig, settings: Settings) -> 
     """Where the analysis of `spec` with `config` is (or would be) recorded; tied to the data it reads."""
     from robench.runs.resolve import resolve_run
 
-    resolved = resolve_run(spec, settings)
+    resolved = resolve_run(spec, settings, attack=False)  # an analysis attacks nothing
     return analysis_dir(settings) / f"{analysis_id(resolved.spec, config, resolved.train_data)}.json"
 
 

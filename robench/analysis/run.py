@@ -16,9 +16,9 @@ from robench.core.device import pick_device
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.core.progress import progress_bar
-from robench.core.registry import TASKS
 from robench.data.loading import load_split, subset, texts_of
 from robench.engine.victim import Victim
+from robench.runs.resolve import resolve_task
 from robench.runs.runner import train
 from robench.runs.spec import RunSpec
 from robench.runs.store import git_commit, now, package_versions
@@ -31,7 +31,7 @@ def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: s
     syntax_inputs = require_inputs(settings, spec.backbone) if config.syntax else None  # fail before training
     trained = train(spec, settings, device, console)
     torch_device = pick_device(device)
-    task = TASKS.get(spec.task)
+    task = resolve_task(spec)  # a registered task or one read from the user's files
     data = subset(load_split(task, "eval", settings.data_dir, spec.data_source), config.examples, spec.seed)
     texts, labels = texts_of(data, task), np.asarray(data["label"], dtype=np.int64)
     victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)

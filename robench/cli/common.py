@@ -5,7 +5,6 @@ import argparse
 
 from rich.console import Console
 
-from robench.core.errors import RobenchError
 from robench.runs.presets import DEFAULT_PRESET, PRESETS
 
 
@@ -64,62 +63,36 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
     add_common_args(p)
 
 
-def settings_from_args(args):
+def settings_from_args(args, read_only: bool = False):
+    """The Settings of a command's location flags; `read_only` for a command that only reads (`show`), which
+    works on a read-only results directory."""
     from robench.core.paths import resolve_settings
 
-    return resolve_settings(getattr(args, "data_dir", None), getattr(args, "cache_dir", None), args.results_dir)
+    return resolve_settings(getattr(args, "data_dir", None), getattr(args, "cache_dir", None), args.results_dir,
+                            read_only=read_only)
+
+
+def options_from_args(args):
+    """The run options the flags give (None where a flag was not given: the preset's value applies)."""
+    from robench.core.params import parse_assignments
+    from robench.runs.options import RunOptions
+
+    return RunOptions(
+        task=args.task, model=args.model, attack=getattr(args, "attack", "advglue"), backbone=args.backbone,
+        seeds=tuple(args.seed), preset=args.preset, train_size=args.train_size, eval_size=args.eval_size,
+        epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, eval_seed=args.eval_seed,
+        max_length=args.max_length, model_params=parse_assignments(args.param),
+        attack_params=parse_assignments(getattr(args, "attack_param", [])),
+        checkpoint=getattr(args, "checkpoint", None), label_map=getattr(args, "label_map", None),
+        text_column=_comma_list(args.text_column), label_column=args.label_column, labels=_comma_list(args.labels),
+        data_source=args.data_source)
 
 
 def specs_from_args(args, settings):
-    """One RunSpec per --seed."""
-    from robench.core.params import BadValue, parse_assignments
-    from robench.core.registry import ATTACKS
-    from robench.runs.presets import get_preset
-    from robench.runs.spec import RunSpec, TrainConfig
+    """One RunSpec per --seed, through the library's one path (`robench.runs.options.specs`)."""
+    from robench.runs.options import specs
 
-    source = args.data_source or ("local" if settings.data_dir is not None else "hub")
-    preset, attack = get_preset(args.preset), getattr(args, "attack", "advglue")
-    search_attack = hasattr(args, "attack") and ATTACKS.get(attack).queries_per_word > 0
-    epochs, lr, batch_size = (preset.epochs if args.epochs is None else args.epochs,
-                              preset.lr if args.lr is None else args.lr,
-                              preset.batch_size if args.batch_size is None else args.batch_size)
-    train_size = preset.train_size if args.train_size is None else args.train_size
-    eval_size = preset.eval_size(search_attack) if args.eval_size is None else args.eval_size
-    try:
-        train = TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=args.max_length)
-    except BadValue as exc:
-        raise RobenchError(f"--{exc.name.replace('_', '-')} must be {exc.requirement}, got {exc.value!r}") from exc
-    fields = dict(task=args.task, model=args.model or "bert", backbone=args.backbone, train=train,
-                  data_source=source)
-    fields.update(_task_fields(args, settings))
-    if getattr(args, "checkpoint", None):
-        if args.model is not None:
-            raise RobenchError("--checkpoint attacks a trained model as it is; drop --model")
-        from robench.training.given import checkpoint_fields
-
-        fields.update(checkpoint_fields(args.checkpoint, args.label_map, settings.cache_dir),
-                      train=TrainConfig(max_length=args.max_length))  # nothing is trained: only the length matters
-        train_size = None
-    elif getattr(args, "label_map", None):
-        raise RobenchError("--label-map names a checkpoint's outputs: use it with --checkpoint")
-    for seed in args.seed:
-        yield RunSpec(attack=attack, seed=seed, train_size=train_size, eval_size=eval_size, eval_seed=args.eval_seed,
-                      model_params=parse_assignments(args.param),
-                      attack_params=parse_assignments(getattr(args, "attack_param", [])), **fields)
-
-
-def _task_fields(args, settings) -> dict:
-    """`task_source` (and the task's name) for a task read from files; nothing for a registered task."""
-    from robench.data.file_tasks import file_task_definition, is_file_task
-
-    if not is_file_task(args.task):
-        if args.text_column or args.label_column or args.labels:
-            raise RobenchError("--text-column, --label-column and --labels describe a task read from a file: "
-                               "use them with --task csv:FILE (or tsv:, jsonl:, parquet:)")
-        return {}
-    definition = file_task_definition(args.task, _comma_list(args.text_column), args.label_column,
-                                      _comma_list(args.labels), settings.cache_dir)
-    return {"task": definition["name"], "task_source": definition, "data_source": "local"}
+    return specs(options_from_args(args), settings)
 
 
 def _comma_list(text: str | None) -> list[str] | None:

@@ -8,7 +8,7 @@ from rich.console import Console
 from robench.cli.common import add_common_args, say_estimate, settings_from_args
 from robench.core.errors import RobenchError
 from robench.core.params import make_params
-from robench.grid import expand, grid, load_config, plan
+from robench.grid import expand, grid, grid_estimate, load_config, plan
 from robench.grid.board import Board
 from robench.grid.executors import JobResources
 
@@ -28,21 +28,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells and train jobs; run nothing")
     add_common_args(p)
     p.set_defaults(handler=cmd_grid)
-
-
-def grid_estimate(trains, settings, device: str, persist: bool):
-    """The cost of every train job and attack cell still to run, added up."""
-    from robench.core.device import pick_device
-    from robench.runs.estimate import estimate, total_estimate
-    from robench.runs.resolve import resolve_run
-    from robench.training.loop import is_cached
-
-    torch_device, memo, parts = pick_device(device), {}, []
-    for job in trains:
-        cached = is_cached(settings.checkpoints_dir / job.key)
-        for i, cell in enumerate(job.cells):  # the first cell of a job trains its checkpoint, the others reuse it
-            parts.append(estimate(resolve_run(cell.spec, settings), torch_device, cached or i > 0, persist, memo))
-    return total_estimate(parts, torch_device)
 
 
 def cmd_grid(args) -> None:

@@ -9,6 +9,6 @@ plans and runs the jobs (`grid`), `executors` says where they run (this process 
 Ray), `board` draws the live table.
 """
 from robench.grid.config import GridConfig, expand, load_config
-from robench.grid.driver import GridCell, GridResult, TrainJob, grid, plan
+from robench.grid.driver import GridCell, GridResult, TrainJob, grid, grid_estimate, plan
 
-__all__ = ["GridCell", "GridConfig", "GridResult", "TrainJob", "expand", "grid", "load_config", "plan"]
+__all__ = ["GridCell", "GridConfig", "GridResult", "TrainJob", "expand", "grid", "grid_estimate", "load_config", "plan"]

@@ -12,13 +12,18 @@ from typing import Any, Literal, Mapping
 
 from robench.core.errors import RobenchError
 from robench.core.params import make_params
+from robench.core.registry import NAME
+from robench.core.text import excerpt
 from robench.grid.executors import JobResources
+from robench.runs.presets import PRESETS, Preset, get_preset
 from robench.runs.spec import RunSpec, TrainConfig
+
+GRID_PRESET = "paper"  # a grid is an explicit protocol: what it does not say is the full setting
 
 Size = int | None  # None: the whole split ("full" in the config)
 Sizes = dict[str, tuple[Size, ...]]  # by task (train_size) or attack (eval_size); "default" for the rest
 
-KNOWN_KEYS = ("name", "tasks", "models", "attacks", "backbones", "seeds", "train_size", "eval_size",
+KNOWN_KEYS = ("name", "preset", "tasks", "models", "attacks", "backbones", "seeds", "train_size", "eval_size",
               "data_source", "train", "model_params", "attack_params", "resources")
 
 
@@ -67,14 +72,15 @@ def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
     if source_kind not in ("local", "hub"):
         raise RobenchError(f"{where}: data_source must be 'local' or 'hub', got {source_kind!r}")
     resources = make_params(JobResources, _table(raw, "resources", where), f"{where} [resources]")
+    preset = _preset(raw.get("preset", GRID_PRESET), where)
     return GridConfig(
         name=_name(raw.get("name", default_name), where), tasks=tasks, models=models, attacks=attacks,
         backbones=_names(raw.get("backbones", ["minilm"]), "backbones", where),
         seeds=_seeds(raw.get("seeds", [0]), where),
-        train_size=_sizes(raw.get("train_size", "full"), "train_size", tasks, where),
-        eval_size=_sizes(raw.get("eval_size", "full"), "eval_size", attacks, where),
+        train_size=_sizes(raw.get("train_size", _size_key(preset.train_size)), "train_size", tasks, where),
+        eval_size=_sizes(raw.get("eval_size", _preset_eval_sizes(preset, attacks)), "eval_size", attacks, where),
         data_source=source_kind,
-        train=make_params(TrainConfig, _table(raw, "train", where), f"{where} [train]"),
+        train=make_params(TrainConfig, {**preset.train_values(), **_table(raw, "train", where)}, f"{where} [train]"),
         model_params=_overrides(raw, "model_params", models, where),
         attack_params=_overrides(raw, "attack_params", attacks, where),
         resources=resources,
@@ -97,9 +103,34 @@ def expand(config: GridConfig) -> list[RunSpec]:
 
 # ---------------------------------------------------------------- parsing helpers
 
+def _preset(value: Any, where: str) -> Preset:
+    if not isinstance(value, str):
+        raise RobenchError(f"{where}: preset must be one of {', '.join(PRESETS)}, got {excerpt(value, 60)}")
+    try:
+        return get_preset(value)
+    except RobenchError as exc:
+        raise RobenchError(f"{where}: {exc}") from None
+
+
+def _size_key(size: Size) -> int | str:
+    return "full" if size is None else size
+
+
+def _preset_eval_sizes(preset: Preset, attacks: tuple[str, ...]) -> dict[str, int | str]:
+    """The preset's eval size of each attack (search attacks and replays differ), for a grid without eval_size."""
+    if preset.eval_size(True) == preset.eval_size(False):  # no registry look-up needed
+        return {"default": _size_key(preset.eval_size(False))}
+    from robench.core.registry import ATTACKS
+
+    return {a: _size_key(preset.eval_size(ATTACKS.get(a).queries_per_word > 0)) for a in attacks}
+
+
 def _name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip() or "/" in value:
-        raise RobenchError(f"{where}: name must be a non-empty string without '/', got {value!r}")
+    """The grid's name: it names files (the grid's board and state), so it is a plain file name, checked before
+    any work (a NUL or a newline would fail only after every cell had run)."""
+    if not isinstance(value, str) or NAME.fullmatch(value.strip()) is None:
+        raise RobenchError(f"{where}: name must be a plain name (a letter or digit, then letters, digits, "
+                           f"'_', '-', '.', ':' or '+'), got {excerpt(value, 60)}")
     return value.strip()
 
 

@@ -192,3 +192,18 @@ def _keep_record(settings: Settings, output: dict[str, Any]) -> None:
     if not store.record_path.is_file():
         atomic_write(store.csv_path, output["csv"])
         atomic_write(store.record_path, output["record"])
+
+
+def grid_estimate(trains: list[TrainJob], settings: Settings, device: str, persist: bool):
+    """The cost of every train job and attack cell still to run, added up."""
+    from robench.core.device import pick_device
+    from robench.runs.estimate import estimate, total_estimate
+    from robench.runs.resolve import resolve_run
+    from robench.training.loop import is_cached
+
+    torch_device, memo, parts = pick_device(device), {}, []
+    for job in trains:
+        cached = is_cached(settings.checkpoints_dir / job.key)
+        for i, cell in enumerate(job.cells):  # the first cell of a job trains its checkpoint, the others reuse it
+            parts.append(estimate(resolve_run(cell.spec, settings), torch_device, cached or i > 0, persist, memo))
+    return total_estimate(parts, torch_device)

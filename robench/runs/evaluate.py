@@ -24,9 +24,11 @@ from robench.core.device import pick_device
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings, resolve_settings
 from robench.core.records import RunRecord
+from robench.core.registry import ATTACKS
 from robench.data.file_tasks import file_task_definition, is_file_task
 from robench.engine.victim import BaseVictim, CallableVictim, Victim
 from robench.runs import runner
+from robench.runs.presets import DEFAULT_PRESET, get_preset
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.runner import PreparedModel, dev_accuracy
 from robench.runs.spec import RunSpec, TrainConfig
@@ -40,18 +42,22 @@ def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = Non
              attack: str = "textfooler", eval_size: int | None = None, eval_seed: int = 0, seed: int = 0,
              name: str | None = None,
              label_map: str | Mapping[int, str] | None = None, attack_params: dict[str, Any] | None = None,
-             max_length: int = 128, batch_size: int = 64, text_column: str | Sequence[str] | None = None,
+             max_length: int = 128, batch_size: int = 64, preset: str = DEFAULT_PRESET,
+             text_column: str | Sequence[str] | None = None,
              label_column: str | None = None, labels: Sequence[str] | None = None, data_source: str | None = None,
              settings: Settings | None = None, device: str = "auto", console: Console | None = None,
              force: bool = False) -> RunRecord:
-    """Attack `model` with `attack` on `eval_size` examples of `task` (all when None; chosen by `eval_seed`, the
-    same for every model); write and return the record.
+    """Attack `model` with `attack` on `eval_size` examples of `task` (chosen by `eval_seed`, the same for every
+    model; None: the preset's, as `robench run --checkpoint` (quick: 30 for search attacks; paper and replays:
+    all)); write and return the record.
 
     `task` is a registered task, a task file (`*.toml`) or `csv:FILE` with `text_column`, `label_column`
     and `labels` (see `robench.data.file_tasks`). A finished run with the same identity is returned as it is
     (`force=True` redoes it).
     """
     settings = settings or resolve_settings()
+    if eval_size is None:
+        eval_size = get_preset(preset).eval_size(ATTACKS.get(attack).queries_per_word > 0)
     fields: dict[str, Any] = dict(task=task, attack=attack, seed=seed, eval_size=eval_size, eval_seed=eval_seed,
                                   train=TrainConfig(max_length=max_length), attack_params=dict(attack_params or {}),
                                   data_source=data_source or ("local" if settings.data_dir is not None else "hub"))

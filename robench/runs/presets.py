@@ -28,6 +28,10 @@ class Preset:
     batch_size: int
     search_eval_size: int | None  # eval examples for search attacks (textfooler, bert-attack, ...); None: all
 
+    def train_values(self) -> dict[str, float | int]:
+        """The `TrainConfig` fields the preset sets."""
+        return {"epochs": self.epochs, "lr": self.lr, "batch_size": self.batch_size}
+
     def eval_size(self, search_attack: bool) -> int | None:
         """Replay attacks (one query per example) always use their whole split."""
         return self.search_eval_size if search_attack else None
