@@ -11,12 +11,16 @@ from dataclasses import dataclass
 
 import torch.nn.functional as F
 
+from robench.core.params import bounded, check_fields
 from robench.core.types import Defense, Objective
 
 
 @dataclass(frozen=True)
 class LabelSmoothingParams:
-    smoothing: float = 0.1
+    smoothing: float = bounded(0.1, 0, 1, high_open=True)  # epsilon: the share of the target spread uniformly
+
+    def __post_init__(self) -> None:
+        check_fields(self)  # type, finiteness and range of every field
 
 
 class LabelSmoothing(Objective):
