@@ -142,9 +142,9 @@ def test_attack_bar_shows_outcomes_so_far():
 
 
 def test_long_cpu_estimates_say_how_to_cut_them():
-    from robench.runs.estimate import Estimate
+    from robench.runs.estimate import CostEstimate
 
-    long_run = Estimate(4000.0, 1000.0, 1000, 30, "cpu")
+    long_run = CostEstimate(4000.0, 1000.0, 1000, 30, "cpu")
     assert "--preset quick" in long_run.advice() and "grid config" in long_run.advice(grid=True)
-    assert Estimate(4000.0, 1000.0, 1000, 30, "cuda").advice() is None
-    assert Estimate(60.0, 60.0, 1000, 30, "cpu").advice() is None
+    assert CostEstimate(4000.0, 1000.0, 1000, 30, "cuda").advice() is None
+    assert CostEstimate(60.0, 60.0, 1000, 30, "cpu").advice() is None

@@ -45,7 +45,7 @@ class Calibration:
 
 
 @dataclass(frozen=True)
-class Estimate:
+class CostEstimate:
     train_seconds: float | None  # None: the checkpoint is cached, nothing to train
     attack_seconds: float | None  # None: training only
     train_examples: int
@@ -76,11 +76,11 @@ class Estimate:
                 "of --preset paper (on a GPU the paper preset takes minutes)")
 
 
-def total_estimate(estimates: list[Estimate], device: torch.device) -> Estimate:
+def total_estimate(estimates: list[CostEstimate], device: torch.device) -> CostEstimate:
     """Several runs' estimates added up (a grid: the sum of its jobs' work, before parallel workers divide it)."""
     trains = [e.train_seconds for e in estimates if e.train_seconds is not None]
     attacks = [e.attack_seconds for e in estimates if e.attack_seconds is not None]
-    return Estimate(sum(trains) if trains else None, sum(attacks) if attacks else None,
+    return CostEstimate(sum(trains) if trains else None, sum(attacks) if attacks else None,
                     sum(e.train_examples for e in estimates if e.train_seconds is not None),
                     sum(e.attack_examples for e in estimates), str(device))
 
@@ -94,7 +94,7 @@ def duration(seconds: float) -> str:
 
 
 def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist: bool = True,
-             memo: dict[Path, Calibration] | None = None) -> Estimate:
+             memo: dict[Path, Calibration] | None = None) -> CostEstimate:
     """The estimated cost of `run` on `device` (calibrating the model first unless a measurement is cached).
 
     `persist=False` writes nothing (a dry run); `memo` keeps calibrations across calls in one process."""
@@ -114,7 +114,7 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
         queries = _queries(run, texts_of(eval_data, task))
         overhead = SEARCH_OVERHEAD if run.recipe.queries_per_word else 1.0
         attack_seconds = cal.load_seconds + overhead * queries / cal.forward_per_second
-    return Estimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries)
+    return CostEstimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries)
 
 
 def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:

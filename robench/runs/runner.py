@@ -22,14 +22,14 @@ from robench.data.loading import load_split, subset_indices, texts_of
 from robench.engine.metrics import textattack_metrics
 from robench.engine.victim import BaseVictim, ModelFailure, accuracy
 from robench.engine.words import join_fields
-from robench.runs.estimate import Estimate, estimate
+from robench.runs.estimate import CostEstimate, estimate
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.spec import RunSpec
 from robench.runs.store import RunStore, git_commit, now, package_versions
 from robench.training.given import load_victim
 from robench.training.loop import TrainedModel, checkpoint_key, fine_tune, is_cached
 
-OnEstimate = Callable[[Estimate], None]
+OnEstimate = Callable[[CostEstimate], None]
 log = logging.getLogger(__name__)
 
 
@@ -54,7 +54,7 @@ class RunPlan:
     checkpoint_cached: bool
     record: Path | None  # None: training only
     record_finished: bool
-    estimate: Estimate | None  # None: nothing left to do, or a given checkpoint (no estimate)
+    estimate: CostEstimate | None  # None: nothing left to do, or a given checkpoint (no estimate)
 
 
 def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", attack: bool = True) -> RunPlan:
