@@ -23,9 +23,10 @@ from conftest import tiny_spec
 import robench
 from robench.cli import main
 from robench.core.errors import RobenchError
+from robench.core.hashing import CACHE_FILE
 from robench.core.registry import Registry
 from robench.core.types import ExampleResult
-from robench.data.fingerprint import CACHE_FILE, files_fingerprint
+from robench.data.fingerprint import files_fingerprint
 from robench.runs.resolve import resolve_run
 from robench.runs.spec import RunSpec, TrainConfig
 from robench.runs.store import RunStore
@@ -135,7 +136,7 @@ def test_fingerprint_cache_is_keyed_by_size_and_mtime_and_survives_damage(tmp_pa
     (cache / CACHE_FILE).write_bytes(b"\xff\x00 not json")
     with caplog.at_level(logging.WARNING, "robench"):
         assert files_fingerprint(data, ["t/a.tsv"], cache) == first
-    assert "damaged fingerprint cache" in caplog.text
+    assert "damaged hash cache" in caplog.text
     assert json.loads((cache / CACHE_FILE).read_text())  # rewritten
     os.utime(data / "t" / "a.tsv", ns=(1, 1))  # touched, same content: same fingerprint
     assert files_fingerprint(data, ["t/a.tsv"], cache) == first
@@ -319,7 +320,7 @@ def test_orphan_temp_dirs_of_dead_processes_are_removed(settings, tiny_backbone)
 
 
 def test_checkpoint_records_a_manifest_of_every_file(settings, tiny_backbone):
-    from robench.data.fingerprint import file_sha256
+    from robench.core.hashing import file_sha256
 
     trained = robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
     files = json.loads((trained.checkpoint / RECORD).read_text())["files"]

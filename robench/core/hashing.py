@@ -1,4 +1,4 @@
-"""Content hashes of files (checkpoint weights, task data files), cached by path, size and mtime.
+"""Content hashes of files (checkpoint weights, task data files, resources), cached by path, size and mtime.
 
 Hashing a 400 MB checkpoint takes about a second; the cache (`<cache_dir>/sha256.json`) makes a
 re-run free. An entry is reused only while the file's size and modification time are unchanged,
@@ -6,33 +6,48 @@ so a file rewritten in place is hashed again.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from robench.core.files import atomic_write
 
 CACHE_FILE = "sha256.json"
+log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 
 
 def file_sha256(path: Path, cache_dir: Path | None = None) -> str:
-    """The SHA-256 of `path`'s bytes (hex), from the cache when the file is unchanged."""
+    """The SHA-256 of `path`'s bytes (hex): computed once per process and file version (path, size, mtime), and
+    with `cache_dir` also kept across processes in `<cache_dir>/sha256.json`. This is robench's one file-hash
+    cache (data fingerprints, checkpoint and resource manifests, given checkpoints)."""
     path = Path(path).resolve()
     stat = path.stat()
     key, stamp = str(path), [stat.st_size, stat.st_mtime_ns]
-    cache = _load(cache_dir)
-    if (hit := cache.get(key)) is not None and hit["stamp"] == stamp:
+    if cache_dir is None:
+        return _sha256(key, stat.st_size, stat.st_mtime_ns)
+    hit = _load(cache_dir).get(key)
+    if isinstance(hit, dict) and hit.get("stamp") == stamp and isinstance(hit.get("sha256"), str):
         return hit["sha256"]
+    digest = _sha256(key, stat.st_size, stat.st_mtime_ns)
+    cache = _load(cache_dir)  # re-read: another process may have added entries meanwhile
+    cache[key] = {"stamp": stamp, "sha256": digest}
+    try:
+        atomic_write(cache_dir / CACHE_FILE, json.dumps(cache, indent=1, sort_keys=True))
+    except OSError as exc:  # a read-only or full cache dir only costs hashing again next time
+        log.warning("could not write the hash cache %s (%s)", cache_dir / CACHE_FILE, exc)
+    return digest
+
+
+@functools.lru_cache(maxsize=1024)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK):
             digest.update(chunk)
-    if cache_dir is not None:
-        cache = _load(cache_dir)  # re-read: another process may have added entries meanwhile
-        cache[key] = {"stamp": stamp, "sha256": digest.hexdigest()}
-        atomic_write(cache_dir / CACHE_FILE, json.dumps(cache, indent=1, sort_keys=True))
     return digest.hexdigest()
 
 
@@ -46,9 +61,11 @@ def _load(cache_dir: Path | None) -> dict:
     if cache_dir is None or not (cache_dir / CACHE_FILE).is_file():
         return {}
     try:
-        return json.loads((cache_dir / CACHE_FILE).read_text())
-    except (json.JSONDecodeError, OSError):
-        return {}  # a damaged cache only costs re-hashing
+        cache = json.loads((cache_dir / CACHE_FILE).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, OSError, UnicodeDecodeError) as exc:  # a damaged cache only costs re-hashing
+        log.warning("ignoring the damaged hash cache %s (%s); it will be rewritten", cache_dir / CACHE_FILE, exc)
+        return {}
+    return cache if isinstance(cache, dict) else {}
 
 
 def content_hash(obj: Any, length: int = 12) -> str:

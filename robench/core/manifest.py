@@ -9,31 +9,16 @@ process and file version (path, size, modification time).
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from robench.core.files import atomic_write
+from robench.core.hashing import file_sha256
 
 MANIFEST = "manifest.json"  # a folder artefact's manifest, unless the artefact keeps it elsewhere
 Manifest = dict[str, dict[str, Any]]  # relative path -> {"bytes": size, "sha256": hex digest}
-
-
-@functools.lru_cache(maxsize=1024)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of `path`'s bytes, computed once per process and file version (size, mtime)."""
-    st = Path(path).stat()
-    return _sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
 
 
 def _files(folder: Path, exclude: tuple[str, ...]) -> dict[str, Path]:
