@@ -102,20 +102,17 @@ def _cmd_build_mlm_head(args) -> None:
 
 
 def build_once(target: Path, force: bool, build: Callable[[], dict]) -> None:
-    """Keep an existing build in `target` (its `build.json` says how good it is) unless `force`; else build.
-    A build whose files do not match the manifest written with them is built again."""
-    from robench.core.manifest import folder_problem
+    """`robench.core.manifest.build_once`, saying what it did."""
+    from robench.core.manifest import build_once as build_artefact
 
-    existing = target / "build.json"
-    problem = folder_problem(target) if existing.is_file() and not force else None
-    if problem is not None:
-        print(f"the existing build in {target} does not verify ({problem}); building it again")
-    elif existing.is_file() and not force:
-        done = json.loads(existing.read_text())
+    outcome = build_artefact(target, force, build)
+    if outcome.problem is not None:
+        print(f"the existing build in {target} does not verify ({outcome.problem}); built it again")
+    if outcome.kept:
         print(f"kept the existing build in {target} (held-out masked-token accuracy "
-              f"{done['heldout_accuracy_after']:.3f}); pass --force to rebuild")
+              f"{outcome.record['heldout_accuracy_after']:.3f}); pass --force to rebuild")
         return
-    print(json.dumps(build(), indent=2, default=str))
+    print(json.dumps(outcome.record, indent=2, default=str))
     print(f"saved {target}")
 
 

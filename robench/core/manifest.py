@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from robench.core.files import atomic_write
 from robench.core.hashing import file_sha256
@@ -95,3 +96,20 @@ def digest_problem(obj: Any, digest: Any) -> str | None:
     if not isinstance(digest, str):
         return "no content checksum"
     return None if content_digest(obj) == digest else "its content does not match its checksum"
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    record: dict[str, Any]  # the build's `build.json`: what was built and how good it is
+    kept: bool  # an existing build that verifies was kept
+    problem: str | None = None  # why an existing build did not verify (it was built again)
+
+
+def build_once(target: Path, force: bool, build: Callable[[], dict[str, Any]]) -> BuildOutcome:
+    """Keep the build in `target` (its `build.json` says what it is) if it verifies against its manifest and
+    not `force`; else call `build`, which writes `target` with its manifest and returns its record."""
+    existing = target / "build.json"
+    problem = folder_problem(target) if existing.is_file() and not force else None
+    if existing.is_file() and not force and problem is None:
+        return BuildOutcome(json.loads(existing.read_text(encoding="utf-8")), kept=True)
+    return BuildOutcome(build(), kept=False, problem=problem)
