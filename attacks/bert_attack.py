@@ -55,13 +55,13 @@ Deviations (all recorded in the run record):
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 from robench.attacks.common import (
+    apply_budget,
     changeable_words,
     check_threshold,
     describe_encoder,
@@ -76,35 +76,48 @@ from robench.core.paths import Settings
 from robench.core.registry import ATTACKS
 from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
 from robench.engine import resources
+from robench.engine.budgets import DEFAULT_BUDGET
 from robench.engine.scheduler import EngineConfig, Request, SearchFactory, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
 from robench.engine.victim import Text
 from robench.engine.words import Words, is_one_word, recover_case, split_words
 
+# The paper's own values (the `paper` budget setting): K = 48, 40% of the words, whole-text cosine 0.2 against
+# the original (TextAttack's recipe; window 0 = the whole text), no word-cosine bound, no query budget.
+PAPER_VALUES = {"k": 48, "max_modification_rate": 0.4, "min_cos": -1.0, "similarity_metric": "cosine",
+                "similarity_threshold": 0.2, "window": 0, "skip_shorter_than_window": False}
+
 
 @dataclass(frozen=True)
 class BertAttackParams:
-    k: int = bounded(48, 1, 1000)  # MLM candidates per word (paper: 48)
+    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's."""
+
+    budget: str = DEFAULT_BUDGET  # textdefender (K 50, 30% of words, USE, K x words queries), morris2020 or paper
+    k: int | None = bounded(None, 1, 1000)  # MLM candidates per word (paper: 48)
     masked_lm: str = "built"  # the MLM built by `robench resources build-mlm`, or a hub id (bert-base-uncased)
     sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
-    max_perturbed: float = bounded(0.4, 0, 1, low_open=True)  # fraction of words that may change: ceil(this * words)
-    similarity_threshold: float = bounded(0.2, -1, 1)  # the paper's (USE) value; mapped to the encoder used
-    similarity_metric: str = "cosine"
+    max_modification_rate: float | None = bounded(None, 0, 1, low_open=True)  # share of words: ceil(this * words)
+    filter_antonyms: bool = True  # the paper's antonym filter (Mrkšić lists + WordNet, any inflection)
+    min_cos: float | None = bounded(None, -1, 1)  # word cosine in the lexicon table's counter-fitted space
+    similarity_threshold: float | None = bounded(None, -1, 1)  # the paper's (USE) value; mapped to the encoder
+    similarity_metric: str | None = None
+    window: int | None = bounded(None, 0, 1000)  # 0: whole text against the original; n: n-word windows
+    skip_shorter_than_window: bool | None = None
     encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder used; None: mapped from the above
     importance_token: str = "[MASK]"  # replaces a word to measure its importance
     mlm_max_length: int = bounded(256, 3, 512)  # sub-words the MLM sees (incl. [CLS]/[SEP])
     mlm_batch_size: int = bounded(8, 1, 4096)
     lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
-    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example; None: unlimited
+    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
+    queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
     concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
     encoder_batch_size: int = bounded(128, 1, 4096)
 
     def __post_init__(self) -> None:
+        apply_budget(self, PAPER_VALUES)
         validate_encoder_params(self)
         if self.k < 1 or self.mlm_max_length < 3 or self.mlm_batch_size < 1 or self.concurrency < 1:
             raise ValueError("k, mlm_batch_size and concurrency must be positive, mlm_max_length >= 3")
-        if not 0 < self.max_perturbed <= 1:
-            raise ValueError(f"max_perturbed must be in (0, 1], got {self.max_perturbed}")
 
 
 @dataclass
@@ -114,12 +127,34 @@ class BertAttackResources:
     stopwords: frozenset[str]
     mlm: Any  # .model (BertForMaskedLM), .tokenizer, .info
     encoder: Any  # .embed(texts) -> L2-normalised rows; .threshold_for(paper_threshold, metric)
+    antonyms: Any = None  # .is_antonym(a, b, indirect) (robench.engine.resources.lexicon); None: no filter
+    word_space: Any = None  # .cos(a, b) -> float | None (the lexicon table), for min_cos > -1
 
 
 def load_resources(params: BertAttackParams, settings: Settings, device) -> BertAttackResources:
+    from robench.engine.resources.lexicon import lexicon
+
     return BertAttackResources(resources.stopwords(settings),
                                resources.masked_lm(settings, device, params.masked_lm),
-                               resources.sentence_encoder(settings, device, params.sentence_encoder))
+                               resources.sentence_encoder(settings, device, params.sentence_encoder),
+                               lexicon(settings) if params.filter_antonyms else None,
+                               resources.synonym_table(settings, "lexicon") if params.min_cos > -1 else None)
+
+
+def word_filter(params: BertAttackParams, res: BertAttackResources) -> Callable[[str, str], bool]:
+    """Whether an MLM candidate may replace a word: not a listed antonym (any inflection, either direction,
+    WordNet's indirect antonyms included), and, with min_cos > -1, at least that cosine in the lexicon table's
+    counter-fitted space (a candidate outside its vocabulary fails)."""
+    def ok(word: str, candidate: str) -> bool:
+        a, b = word.lower(), candidate.lower()
+        if res.antonyms is not None and res.antonyms.is_antonym(a, b, indirect=True):
+            return False
+        if params.min_cos > -1:
+            cos = res.word_space.cos(a, b)
+            return cos is not None and cos >= params.min_cos
+        return True
+
+    return ok
 
 
 def top_combinations(logp: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[tuple[int, ...], float]]:
@@ -212,21 +247,25 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
 def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFactory:
     """The per-example search: one MLM request for the candidate table, then greedy WIR over it."""
     threshold = encoder_threshold(params, res.encoder)
-    similarity = Similarity(threshold, params.similarity_metric, None, against_original=True)
+    if params.window == 0:  # the paper's: the whole text against the original
+        similarity = Similarity(threshold, params.similarity_metric, None, against_original=True)
+    else:  # a budget setting's: windows around the swap, against the text before it (TextDefender, Morris et al.)
+        similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
+                                skip_shorter_than_window=params.skip_shorter_than_window)
     indices = changeable_words(res.stopwords)
+    allowed = word_filter(params, res)
 
     def search(text: Text, label: int, clean: np.ndarray):
         original = Words.of(text)
         table: list[list[str]] = (yield Request("mlm", [original.field_text]))[0]
-        max_changed_words = math.ceil(params.max_perturbed * len(original.words))
 
         def candidates(current: Words, original: Words, i: int) -> list[Words]:
-            if current.diff(original) + 1 > max_changed_words:
-                return []
-            return [current.replace(i, w) for w in table[i]]
+            word = original.words[i]
+            return [current.replace(i, w) for w in table[i] if allowed(word, w)]
 
         greedy = WordSwapSearch(indices, Importance(lambda words, i: words.replace(i, params.importance_token)),
-                                candidates, similarity, lazy=params.lazy_similarity)
+                                candidates, similarity, lazy=params.lazy_similarity,
+                                max_modification_rate=params.max_modification_rate)
         return (yield from greedy(text, label, clean))
 
     return search
@@ -235,7 +274,7 @@ def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFa
 def attack_with(ctx: AttackContext, params: BertAttackParams, res: BertAttackResources) -> list[ExampleResult]:
     services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size),
                 "mlm": MlmCandidates(res.mlm, params, res.stopwords)}
-    config = EngineConfig(params.concurrency, params.query_budget, "bert-attack")
+    config = EngineConfig(params.concurrency, params.query_budget, "bert-attack", params.queries_per_word)
     return attack_examples(ctx, build_search(params, res), services, config)
 
 
@@ -256,6 +295,6 @@ ATTACKS.register("bert-attack")(AttackRecipe(
     name="bert-attack",
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations), "
             "importance by [MASK], <=40% words, greedy; batched across examples",
-    attack=_attack, params=BertAttackParams, check=check,
+    attack=_attack, params=BertAttackParams, check=check, word_swaps=True,
     queries_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
 ))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from robench.engine import resources
+from robench.engine.budgets import budget_setting
 from robench.engine.words import Words
 
 
@@ -77,3 +78,20 @@ def describe_encoder(params: EncoderParams, encoder: Any) -> dict[str, Any]:
 
 def describe_stopwords(stopwords: frozenset[str]) -> Any:
     return info_of(stopwords, f"{len(stopwords)} stopwords")
+
+
+def apply_budget(params: Any, recipe_defaults: dict[str, Any]) -> None:
+    """Fill the knobs of a frozen params dataclass left at None: the budget setting's value
+    (`robench.engine.budgets`), else the recipe's own (`recipe_defaults`). Explicit values are kept."""
+    setting = budget_setting(params.budget)  # ValueError for an unknown name, as make_params expects
+    for name, value in {**recipe_defaults, **setting.values()}.items():
+        if getattr(params, name, None) is None:
+            object.__setattr__(params, name, value)
+    rate = params.max_modification_rate
+    if rate is not None and not 0 < rate <= 1:
+        raise ValueError(f"max_modification_rate must be in (0, 1], got {rate}")
+
+
+def query_budget_of(params: Any) -> tuple[int | None, int | None]:
+    """(fixed budget per example, budget per word of the input) for `EngineConfig`."""
+    return params.query_budget, params.queries_per_word

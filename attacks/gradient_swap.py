@@ -158,7 +158,7 @@ class GradientSwapSearch(WordSwapSearch):
 def build_search(params: GradientSwapParams, res: textfooler.TextFoolerResources,
                  embedding: Callable[[str], np.ndarray]) -> GradientSwapSearch:
     base = textfooler.build_search(params, res)
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(WordSwapSearch)}
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(WordSwapSearch)}  # max_modification_rate too
     return GradientSwapSearch(**fields, embedding=embedding, verify=params.verify)
 
 
@@ -167,7 +167,8 @@ def attack_with(ctx: AttackContext, params: GradientSwapParams, res: textfooler.
     victim = GradientVictim(ctx.victim, params.gradient)
     search = build_search(params, res, WordEmbeddings(ctx.victim))
     services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size)}
-    config = EngineConfig(params.concurrency, params.query_budget, f"gradient-swap ({params.gradient})")
+    config = EngineConfig(params.concurrency, params.query_budget, f"gradient-swap ({params.gradient})",
+                          params.queries_per_word)
     return attack_examples(dataclasses.replace(ctx, victim=victim), search, services, config)
 
 
@@ -213,6 +214,6 @@ ATTACKS.register("gradient-swap")(AttackRecipe(
     name="gradient-swap",
     summary="White-box word swaps (HotFlip / A2T): gradient word importance through the whole model (IM-BERT: "
             "unrolled solver, or gradient=bpda), first-order candidate ranking, textfooler's constraints",
-    attack=_attack, params=GradientSwapParams, check=textfooler.check, summarize=_summarize,
+    attack=_attack, params=GradientSwapParams, check=textfooler.check, summarize=_summarize, word_swaps=True,
     queries_per_word=2.6,  # 53.6 queries / 20.25 words per SST-2 input on bert (docs/adaptive.md)
 ))

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from robench.attacks.common import (
+    apply_budget,
     changeable_words,
     check_threshold,
     describe_encoder,
@@ -78,31 +79,40 @@ from robench.core.paths import Settings
 from robench.core.registry import ATTACKS
 from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
 from robench.engine import resources
+from robench.engine.budgets import DEFAULT_BUDGET, USE_THRESHOLD
 from robench.engine.scheduler import EngineConfig, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
 from robench.engine.words import Words, is_one_word, recover_case
 
-USE_THRESHOLD = 0.840845057  # TextAttack: 1 - 0.5 / pi, the TextFooler code's USE threshold as an angular similarity
+# The paper's own values (TextAttack's textfooler_jin_2019), the `paper` budget setting.
+PAPER_VALUES = {"k": 50, "min_cos": 0.5, "max_modification_rate": 1.0, "similarity_metric": "angular",
+                "similarity_threshold": USE_THRESHOLD, "window": 15, "skip_shorter_than_window": True}
 
 
 @dataclass(frozen=True)
 class TextFoolerParams:
-    k: int = bounded(50, 1, 1000)  # synonym candidates per word
-    min_cos: float = bounded(0.5, -1, 1)  # embedding cosine of a candidate (paper 0.7; its code, TextAttack 0.5)
-    synonym_source: str = "counterfitted-glove"  # or "neighbors" (Alzantot et al.'s counter-fitted lists)
+    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's."""
+
+    budget: str = DEFAULT_BUDGET  # textdefender (K 50, 30% of words, USE, K x words queries), morris2020 or paper
+    k: int | None = bounded(None, 1, 1000)  # synonym candidates per word
+    min_cos: float | None = bounded(None, -1, 1)  # word cosine of a candidate in the synonym table's space
+    max_modification_rate: float | None = bounded(None, 0, 1, low_open=True)  # share of words that may change
+    synonym_source: str = resources.DEFAULT_SOURCE  # lexicon; or counterfitted-glove, neighbors (for comparison)
     sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
     allow_verb_noun_swap: bool = True
-    similarity_threshold: float = bounded(USE_THRESHOLD, -1, 1)  # the paper's (USE) value; mapped to the encoder used
-    similarity_metric: Literal["angular", "cosine"] = "angular"
+    similarity_threshold: float | None = bounded(None, -1, 1)  # on the paper's (USE) scale; mapped to the encoder
+    similarity_metric: Literal["angular", "cosine"] | None = None
     encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder used; None: mapped from the above
-    window: int = bounded(15, 1, 1000)  # words around the swapped word compared by the sentence encoder
-    skip_shorter_than_window: bool = True
+    window: int | None = bounded(None, 1, 1000)  # words around the swapped word compared by the sentence encoder
+    skip_shorter_than_window: bool | None = None
     lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
-    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example; None: unlimited
+    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
+    queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
     concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
     encoder_batch_size: int = bounded(128, 1, 4096)
 
     def __post_init__(self) -> None:
+        apply_budget(self, PAPER_VALUES)
         validate_encoder_params(self)
         if self.synonym_source not in resources.SOURCES:
             raise ValueError(f"synonym_source must be one of {resources.SOURCES}, got {self.synonym_source!r}")
@@ -169,13 +179,14 @@ def build_search(params: TextFoolerParams, res: TextFoolerResources) -> WordSwap
     similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
                             skip_shorter_than_window=params.skip_shorter_than_window)
     return WordSwapSearch(changeable_words(res.stopwords), Importance(lambda original, i: original.delete(i)),
-                          candidates, similarity, lazy=params.lazy_similarity)
+                          candidates, similarity, lazy=params.lazy_similarity,
+                          max_modification_rate=params.max_modification_rate)
 
 
 def attack_with(ctx: AttackContext, params: TextFoolerParams, res: TextFoolerResources) -> list[ExampleResult]:
     search = build_search(params, res)
     services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size)}
-    config = EngineConfig(params.concurrency, params.query_budget, "textfooler")
+    config = EngineConfig(params.concurrency, params.query_budget, "textfooler", params.queries_per_word)
     return attack_examples(ctx, search, services, config)
 
 
@@ -198,6 +209,6 @@ ATTACKS.register("textfooler")(AttackRecipe(
     name="textfooler",
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
-    attack=_attack, params=TextFoolerParams, check=check,
+    attack=_attack, params=TextFoolerParams, check=check, word_swaps=True,
     queries_per_word=4.8,  # 87.2 queries / 18.2 words per SST-2 input (docs/results.md, Attacks)
 ))

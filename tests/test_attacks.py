@@ -296,7 +296,7 @@ def test_textfooler_lazy_similarity_gives_the_straightforward_result(tiny_model,
 
     lazy, lazy_res = run(similarity_threshold=0.85, lazy_similarity=True)
     eager, eager_res = run(similarity_threshold=0.85, lazy_similarity=False)
-    unconstrained, _ = run(similarity_threshold=-1.0)
+    unconstrained, _ = run(similarity_threshold=0.0)  # an angular similarity is never below 0
     assert lazy == eager
     assert lazy != unconstrained  # the similarity constraint did change some choices
     statuses = [s for s, *_ in lazy]
@@ -382,7 +382,10 @@ def test_bad_attack_settings_fail_before_training(settings, tiny_backbone):
                             ({"k": 0}, "must be positive")):
         with pytest.raises(robench.RobenchError, match=message):
             robench.run(tiny_spec(tiny_backbone, attack="textfooler", attack_params=params), settings, device="cpu")
-    with pytest.raises(robench.RobenchError, match="max_perturbed"):
-        robench.run(tiny_spec(tiny_backbone, attack="bert-attack", attack_params={"max_perturbed": 2}), settings,
+    with pytest.raises(robench.RobenchError, match="max_modification_rate"):
+        robench.run(tiny_spec(tiny_backbone, attack="bert-attack", attack_params={"max_modification_rate": 2}),
+                    settings, device="cpu")
+    with pytest.raises(robench.RobenchError, match="budget must be one of"):
+        robench.run(tiny_spec(tiny_backbone, attack="textfooler", attack_params={"budget": "loose"}), settings,
                     device="cpu")
     assert not settings.checkpoints_dir.exists()

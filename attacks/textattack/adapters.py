@@ -80,7 +80,7 @@ class TableEmbedding(WordEmbedding):
     def get_mse_dist(self, a, b):
         if self.embedding_matrix is None:
             raise RobenchError("this recipe bounds embedding distances, which the 'neighbors' synonym source "
-                               "cannot give (it has no vectors): use synonym_source=counterfitted-glove")
+                               "cannot give (it has no vectors): use synonym_source=lexicon")
         return super().get_mse_dist(a, b)
 
 

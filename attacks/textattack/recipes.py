@@ -70,7 +70,7 @@ class TextAttackParams:
     Names match robench's `textfooler` parameters, so one set configures both.
     """
 
-    synonym_source: str = "counterfitted-glove"  # robench synonym_table source for embedding-based swaps
+    synonym_source: str = "lexicon"  # robench synonym_table source for embedding-based swaps (or counterfitted-glove)
     query_budget: int | None = bounded(None, 1, 10**9)  # per example; TextAttack stops the search when it is spent
     k: int | None = bounded(None, 1, 1000)  # max_candidates of WordSwapEmbedding / WordSwapMaskedLM
     min_cos: float | None = bounded(None, -1, 1)  # WordEmbeddingDistance(min_cos_sim)

@@ -24,8 +24,11 @@ def add_parser(sub) -> None:
     q = rsub.add_parser("list", help="show each resource, its origin and whether it is available")
     add_common_args(q)
     q.set_defaults(handler=_cmd_list)
-    q = rsub.add_parser("build-synonyms", help="counter-fit GloVe and cache the neighbour table")
-    q.add_argument("--vocab-size", type=int, default=50_000)
+    q = rsub.add_parser("build-synonyms", help="build and cache a candidate-synonym table (default: lexicon)")
+    q.add_argument("--source", choices=["lexicon", "counterfitted-glove"], default="lexicon",
+                   help="lexicon: listed synonyms ranked in a counter-fitted space (the attacks' default); "
+                        "counterfitted-glove: nearest neighbours of counter-fitted GloVe-50d (for comparison)")
+    q.add_argument("--vocab-size", type=int, default=None, help="GloVe words (default: 100,000 lexicon, 50,000 glove)")
     q.add_argument("--k", type=int, default=50)
     add_common_args(q)
     q.set_defaults(handler=_cmd_build_synonyms)
@@ -72,7 +75,12 @@ def _cmd_list(args) -> None:
 
 
 def _cmd_build_synonyms(args) -> None:
-    table = build_synonyms(_settings(args), args.vocab_size, args.k, console=_console(args))
+    if args.source == "lexicon":
+        from robench.engine.resources.lexicon_table import VOCAB_SIZE, build_lexicon_table
+
+        table = build_lexicon_table(_settings(args), args.vocab_size or VOCAB_SIZE, args.k, console=_console(args))
+    else:
+        table = build_synonyms(_settings(args), args.vocab_size or 50_000, args.k, console=_console(args))
     print(json.dumps(table.info, indent=2))
 
 

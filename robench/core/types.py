@@ -152,3 +152,4 @@ class AttackRecipe:
     queries_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example
     examples: Callable[[Task, Settings, Source], Any] | None = None
     data_files: tuple[str, ...] = ()
+    word_swaps: bool = False  # swaps words in place: the runner adds the validity audit (robench.engine.audit)

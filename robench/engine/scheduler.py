@@ -71,6 +71,14 @@ class EngineConfig:
     concurrency: int = 32  # examples in flight; their requests share forward passes
     query_budget: int | None = None  # victim queries per example (TextAttack's count), None: unlimited
     description: str = "attack"
+    queries_per_word: int | None = None  # also at most this x the input's words (TextDefender's K x words)
+
+    def budget_for(self, text: "Text") -> int | None:
+        """The query budget of one example: the fixed one and the per-word one, whichever is smaller."""
+        budgets = [b for b in (self.query_budget,
+                               None if self.queries_per_word is None else self.queries_per_word * count_words(text))
+                   if b is not None]
+        return max(1, min(budgets)) if budgets else None
 
 
 @dataclass
@@ -103,7 +111,7 @@ def attack_examples(ctx: AttackContext, search: SearchFactory, services: Mapping
 
         while True:
             while len(active) < config.concurrency and (i := next(todo, None)) is not None:
-                job = _Job(i, texts[i], labels[i], QueryCounter(config.query_budget),
+                job = _Job(i, texts[i], labels[i], QueryCounter(config.budget_for(texts[i])),
                            _attack_one(texts[i], labels[i], search))
                 _advance(job, None)
                 if job.result:

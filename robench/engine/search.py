@@ -17,6 +17,7 @@ from typing import Any, Callable, Generator, Literal, Sequence
 
 import numpy as np
 
+from robench.engine.budgets import max_changed_words
 from robench.engine.scheduler import Outcome, Request, Search
 from robench.engine.victim import QueryBudgetExceeded, Text
 from robench.engine.words import Words
@@ -187,7 +188,8 @@ class WordSwapSearch:
     `Importance`). `candidates(current, original, i)`: the substitutions for word i that pass every cheap
     constraint. `similarity`: the sentence-encoder constraint, checked last; `lazy` evaluates it only where the
     choice depends on it (the victim then also scores candidates the encoder would reject; the chosen texts
-    are identical, see `select_lazy`).
+    are identical, see `select_lazy`). `max_modification_rate`: at most ceil(rate x words) words may differ
+    from the original (TextAttack's MaxWordsPerturbed(max_percent)); the search stops when that many have changed.
     """
 
     indices: Callable[[Words], list[int]]
@@ -195,15 +197,19 @@ class WordSwapSearch:
     candidates: Callable[[Words, Words, int], list[Words]]
     similarity: Similarity | None
     lazy: bool = True
+    max_modification_rate: float | None = None
 
     def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
         original = current = Words.of(text)
         probs = clean
         score = float(goal_scores(clean[None], label)[0])
+        limit = max_changed_words(self.max_modification_rate, len(original.words))
         try:
-            indices = self.indices(original)
+            indices = self.indices(original) if limit != 0 else []
             ranked = (yield from self.importance.rank(original, indices, label)) if indices else []
             for i in ranked:
+                if limit is not None and current.diff(original) >= limit:
+                    break
                 options = self.importance.order(self.candidates(current, original, i), current, i)
                 if not options:
                     continue

@@ -172,6 +172,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     _require_results(results)
     metrics = (recipe.summarize or _default_summary)(results, ctx, resolved.attack_params)
     metrics["dev_accuracy"] = model.dev_accuracy
+    if recipe.word_swaps:
+        metrics["validity"] = validity_audit(results, settings, output.resources)
     seconds = time.perf_counter() - start
     data = {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
             "task_note": task.note or None, "fingerprint": spec.data_fingerprint, "eval_examples": len(rows),
@@ -192,6 +194,15 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     )
     store.finish(record, results)
     return record
+
+
+def validity_audit(results: list[ExampleResult], settings: Settings, attack_resources: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """The swap audit of a word-substitution run (robench.engine.audit): a measurement, never a filter."""
+    from robench.engine.audit import audit, source_lists_of
+    from robench.engine.resources.lexicon import lexicon
+
+    return audit(results, lexicon(settings), source_lists_of(attack_resources)).to_dict()
 
 
 def _require_results(results: list[ExampleResult]) -> None:

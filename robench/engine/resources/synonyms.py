@@ -1,4 +1,6 @@
-"""Candidate-synonym tables: GloVe counter-fitted here (built once, cached) or the Alzantot et al. neighbour lists."""
+"""Candidate-synonym tables: "lexicon" (the default: listed synonyms ranked in a counter-fitted space, see
+`lexicon_table`), GloVe counter-fitted here ("counterfitted-glove", nearest neighbours; kept for comparison) or the
+Alzantot et al. neighbour lists ("neighbors")."""
 from __future__ import annotations
 
 import functools
@@ -17,7 +19,11 @@ from robench.engine.resources.files import FORMAT, cached_build, data_file, reso
 NEIGHBOURS_FILE = "counterfitted/counterfitted_neighbors.json"
 CONSTRAINTS = {"antonyms": ("counterfitted/mrksic_ppdb_antonyms.txt", "counterfitted/mrksic_wordnet_antonyms.txt"),
                "synonyms": ("counterfitted/mrksic_ppdb_synonyms.txt",)}
-SOURCES = ("counterfitted-glove", "neighbors")
+SOURCES = ("lexicon", "counterfitted-glove", "neighbors")
+DEFAULT_SOURCE = "lexicon"  # measured against the others in docs/resources.md
+# the synonym lists each source is built from (robench.engine.audit reports rates on the other lists)
+SOURCE_LISTS = {"lexicon": ("alzantot", "ppdb", "wordnet"), "counterfitted-glove": ("ppdb",),
+                "neighbors": ("alzantot",)}
 
 
 @dataclass
@@ -188,10 +194,13 @@ def _neighbour_list_table(settings: Settings) -> SynonymTable:
 
 def require_synonym_source(settings: Settings, source: str) -> None:
     """Fail before training when `source`'s input files are missing (cheap: file checks only)."""
-    if source == "counterfitted-glove":
+    if source in ("counterfitted-glove", "lexicon"):
         for rels in CONSTRAINTS.values():
             for rel in rels:
                 data_file(settings, rel, "Mrkšić counter-fitting constraints")
+        if source == "lexicon":
+            data_file(settings, NEIGHBOURS_FILE, "counter-fitted neighbour lists")
+            data_file(settings, "nltk_data/corpora/wordnet", "WordNet 3.0 (nltk_data)")
     elif source == "neighbors":
         data_file(settings, NEIGHBOURS_FILE, "counter-fitted neighbour lists")
     else:
@@ -199,12 +208,18 @@ def require_synonym_source(settings: Settings, source: str) -> None:
 
 
 @functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
-def synonym_table(settings: Settings, source: str = "counterfitted-glove", console=None) -> SynonymTable:
-    """The candidate-synonym table: "counterfitted-glove" (built and cached on first use, a few minutes on
-    CPU) or "neighbors" (the counter-fitted neighbour lists in the data dir)."""
-    if source == "counterfitted-glove":
-        return build_synonyms(settings, console=console)
-    if source == "neighbors":
-        return _neighbour_list_table(settings)
-    raise RobenchError(f"unknown synonym source {source!r}; choose one of {', '.join(SOURCES)}")
+def synonym_table(settings: Settings, source: str = DEFAULT_SOURCE, console=None) -> SynonymTable:
+    """The candidate-synonym table: "lexicon" (default) or "counterfitted-glove" (each built and cached on first
+    use, a few minutes on CPU), or "neighbors" (the counter-fitted neighbour lists in the data dir)."""
+    if source == "lexicon":
+        from robench.engine.resources.lexicon_table import build_lexicon_table
 
+        table = build_lexicon_table(settings, console=console)
+    elif source == "counterfitted-glove":
+        table = build_synonyms(settings, console=console)
+    elif source == "neighbors":
+        table = _neighbour_list_table(settings)
+    else:
+        raise RobenchError(f"unknown synonym source {source!r}; choose one of {', '.join(SOURCES)}")
+    table.info["synonym_lists"] = list(SOURCE_LISTS[source])
+    return table

@@ -1,0 +1,199 @@
+"""Valid adversarial examples (issue 25): the swap audit, the lexicon source, BERT-Attack's antonym filter, budgets."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from robench.core.types import ExampleResult
+from robench.engine.audit import audit, classify, swap_classes, swaps
+from robench.engine.budgets import BUDGETS, max_changed_words
+from robench.engine.resources.lexicon import Lexicon
+from robench.engine.search import Importance, WordSwapSearch
+from robench.engine.words import Words
+
+
+class FakeWordNet:
+    """WordNet's morphology for a handful of words (the audit's inflection class)."""
+
+    BASES = {"loved": "love", "hated": "hate", "movies": "movie", "films": "film", "worse": "bad",
+             "walked": "walk", "walks": "walk"}
+
+    def _morphy(self, word: str, pos: str) -> list[str]:
+        return [self.BASES[word]] if word in self.BASES and pos == "v" else []
+
+    def synsets(self, word: str, pos: str | None = None) -> list:
+        return []
+
+
+def fake_lexicon() -> Lexicon:
+    def rel(*pairs: tuple[str, str]) -> dict[str, frozenset[str]]:
+        out: dict[str, set[str]] = {}
+        for a, b in pairs:
+            out.setdefault(a, set()).add(b)
+            out.setdefault(b, set()).add(a)
+        return {k: frozenset(v) for k, v in out.items()}
+
+    return Lexicon({"alzantot": rel(("movie", "film")), "ppdb": rel(("terrible", "horrible")),
+                    "wordnet": rel(("good", "bad"), ("funny", "amusing"))},  # good/bad: also an antonym below
+                   rel(("good", "bad"), ("love", "hate")), rel(("awful", "good")), FakeWordNet(),
+                   info={"name": "fake"})
+
+
+def test_audit_classes_known_answers():
+    lex = fake_lexicon()
+    assert classify(lex, "movie", "film") == "synonym"  # Alzantot
+    assert classify(lex, "Terrible", "horrible") == "synonym"  # PPDB, any case
+    assert classify(lex, "funny", "amusing") == "synonym"  # WordNet
+    assert classify(lex, "movies", "films") == "synonym"  # between lemmas
+    assert classify(lex, "good", "bad") == "antonym"  # antonym wins over a synonym listing
+    assert classify(lex, "worse", "good") == "antonym"  # any inflection ("worse" -> "bad")
+    assert classify(lex, "loved", "hated") == "antonym"  # both inflected, either direction
+    assert classify(lex, "hate", "love") == "antonym"
+    assert classify(lex, "walked", "walks") == "inflection"
+    assert classify(lex, "delicious", "canned") == "unlisted"
+    assert classify(lex, "awful", "good") == "unlisted"  # an indirect antonym is not a listed one for the audit
+    assert lex.is_antonym("awful", "good", indirect=True)
+
+
+def test_audit_rates_of_a_run():
+    lex = fake_lexicon()
+
+    def result(original: str, perturbed: str, status: str = "successful") -> ExampleResult:
+        return ExampleResult(0, 1, original, perturbed, 1, 0, status)
+
+    results = [result("a good movie", "a bad film"),  # antonym + synonym
+               result("a funny movie", "an amusing movie"),  # "a"->"an" unlisted, funny->amusing synonym
+               result("loved it", "hated it", "failed"),  # not successful: not audited
+               result("short", "a longer text")]  # not a word substitution
+    out = audit(results, lex, source_lists=["alzantot"])
+    assert out.examples == 2 and out.swaps == 4 and out.not_word_swaps == 1
+    assert out.counts == {"synonym": 2, "antonym": 1, "inflection": 0, "unlisted": 1}
+    assert out.rates["synonym"] == 0.5 and out.rates["antonym"] == 0.25
+    assert out.examples_with_antonym == 1 and out.antonym_example_rate == 0.5
+    assert out.resource_rates["alzantot"] == 0.25 and out.resource_rates["wordnet"] == 0.5  # good/bad, funny
+    assert out.independent_synonym_rate == 0.5  # swaps listed by ppdb or wordnet (not the source's alzantot)
+    assert swaps("x [SEP] a b", "x [SEP] a c") == [("b", "c")]
+    assert swap_classes(lex, "a good movie", "a bad film") == [("good", "bad", "antonym"), ("movie", "film",
+                                                                                           "synonym")]
+    empty = audit([], lex)
+    assert empty.swaps == 0 and empty.rates["synonym"] is None
+
+
+def test_max_modification_rate_is_never_exceeded():
+    """A search whose every candidate lowers p(gold) a little would change every word; the rate caps it."""
+    rng = np.random.default_rng(0)
+    for rate in (0.1, 0.3, 0.5, 1.0):
+        for n in (1, 3, 7, 10, 23):
+            text = (" ".join(f"w{i}" for i in range(n)),)
+            search = WordSwapSearch(lambda o: list(range(len(o.words))), Importance(lambda o, i: o.delete(i)),
+                                    lambda cur, orig, i: [cur.replace(i, orig.words[i] + "x")], None,
+                                    max_modification_rate=rate)
+            gen = search(text, 0, np.array([0.99, 0.01]))
+            request, p = next(gen), 0.99
+            try:
+                while True:
+                    p -= 0.001  # every candidate lowers p(gold), never flips the label
+                    answer = np.array([[p, 1 - p]] * len(request.items)) + rng.uniform(0, 1e-6, (1, 2))
+                    request = gen.send(answer)
+            except StopIteration as stop:
+                outcome = stop.value
+            cap = max_changed_words(rate, n)
+            changed = Words.of(outcome.text).diff(Words.of(text))
+            assert changed == (n if cap is None else min(cap, n)) == outcome.words_perturbed
+            assert cap is None or changed <= math.ceil(rate * n)
+
+
+def test_budget_settings_in_one_place():
+    from robench.attacks.bert_attack import BertAttackParams
+    from robench.attacks.gradient_swap import GradientSwapParams
+    from robench.attacks.textfooler import TextFoolerParams
+
+    td = TextFoolerParams()
+    assert (td.budget, td.k, td.max_modification_rate, td.queries_per_word) == ("textdefender", 50, 0.3, 50)
+    assert td.similarity_threshold == pytest.approx(0.840845057) and td.window == 15 and td.min_cos == -1.0
+    mo = TextFoolerParams(budget="morris2020")
+    assert (mo.min_cos, mo.similarity_metric, mo.similarity_threshold, mo.skip_shorter_than_window) == \
+        (0.9, "cosine", 0.98, False)
+    assert mo.queries_per_word is None and mo.max_modification_rate == 1.0
+    paper = TextFoolerParams(budget="paper")
+    assert (paper.k, paper.min_cos, paper.queries_per_word) == (50, 0.5, None)
+    assert TextFoolerParams(budget="morris2020", k=20).k == 20  # an explicit value wins
+    assert GradientSwapParams().budget == "textdefender" and GradientSwapParams().max_modification_rate == 0.3
+    ba = BertAttackParams()
+    assert (ba.k, ba.max_modification_rate, ba.window, ba.filter_antonyms) == (50, 0.3, 15, True)
+    assert (BertAttackParams(budget="paper").k, BertAttackParams(budget="paper").window) == (48, 0)
+    assert set(BUDGETS) == {"textdefender", "morris2020", "paper"}
+    with pytest.raises(ValueError, match="budget must be one of"):
+        TextFoolerParams(budget="loose")
+
+
+def test_query_budget_is_k_times_words():
+    from robench.engine.scheduler import EngineConfig
+
+    config = EngineConfig(query_budget=None, queries_per_word=50)
+    assert config.budget_for(("one two three",)) == 150
+    assert EngineConfig(query_budget=100, queries_per_word=50).budget_for(("one two three",)) == 100
+    assert EngineConfig().budget_for(("x",)) is None
+
+
+def test_bert_attack_never_proposes_a_listed_antonym(settings):
+    from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, build_search
+    from robench.engine.resources.lexicon import lexicon
+
+    lex = lexicon(settings)
+    params = BertAttackParams(budget="paper", concurrency=1)
+    res = BertAttackResources(frozenset({"a", "the", "is"}), None, _IdentityEncoder(), lex)
+    text = ("the movie is good and the acting is better",)
+    words = Words.of(text).words
+    # an MLM table that proposes listed antonyms (direct, inflected, indirect) beside synonyms
+    table = [[], ["film", "movies"], [], ["bad", "worse", "awful", "decent", "fine"], ["or", "but"], [],
+             ["performing"], [], ["worse", "improved"]]
+    assert len(table) == len(words)
+    seen: list[str] = []
+    gen = build_search(params, res)(text, 1, np.array([0.1, 0.9]))
+    request = next(gen)
+    try:
+        answer = [table]
+        while True:
+            request = gen.send(answer)
+            if request.kind == "predict":
+                for t in request.items:
+                    seen.extend(w for w, o in zip(Words.of(t).words, words) if w != o)
+                answer = np.array([[0.2, 0.8]] * len(request.items))  # never flips: every candidate is tried
+            else:
+                answer = np.ones((len(request.items), 4)) / 2
+    except StopIteration:
+        pass
+    tried = set(seen)
+    assert {"film", "movies", "decent", "fine", "improved"} <= tried
+    assert not tried & {"bad", "worse", "awful"}
+    assert not any(lex.is_antonym(o, w) for o in words for w in tried if o in ("good", "better"))
+
+
+class _IdentityEncoder:
+    info = {"name": "identity"}
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), 4)) / 2
+
+    def threshold_for(self, paper_threshold: float, metric: str) -> float:
+        return paper_threshold
+
+
+def test_no_default_candidate_is_a_listed_antonym(settings, tmp_path):
+    """Property test over every word of a (small) lexicon build: no candidate is a listed antonym, in any
+    inflection, either direction (WordNet's indirect antonyms included), and every candidate is a listed synonym."""
+    import dataclasses
+
+    from robench.engine.resources.lexicon import lexicon
+    from robench.engine.resources.lexicon_table import build_lexicon_table
+
+    small = dataclasses.replace(settings, cache_dir=tmp_path)
+    table = build_lexicon_table(small, vocab_size=4000)
+    lex = lexicon(settings)
+    pairs = [(w, c) for w in table.words for c, _ in table.neighbours(w, k=50, min_cos=-1.0)]
+    assert len(pairs) > 5000 and "film" in [c for c, _ in table.neighbours("movie")]
+    assert not [p for p in pairs if lex.is_antonym(*p, indirect=True)]
+    assert all(lex.is_synonym(w, c) for w, c in pairs)
