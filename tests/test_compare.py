@@ -8,6 +8,8 @@ from robench.core.hashing import content_hash
 from robench.core.records import RunRecord, iter_records
 from robench.core.types import ExampleResult
 from robench.report.compare import compare, group_settings, intervals
+from robench.report.identity import one_per_seed
+from robench.report.stats import INSUFFICIENT, MIN_SEEDS, holm, wilson_interval
 from robench.runs.spec import RunSpec, TrainConfig
 from robench.runs.store import RunStore
 
@@ -43,13 +45,14 @@ def statuses(n_failed, n_successful, n_skipped=0, rng=None):
     return list(rng.permutation(out)) if rng is not None else list(out)
 
 
-def test_all_correct_setting_has_interval_one_one(tmp_path):
+def test_all_correct_setting_has_the_wilson_interval_of_its_examples(tmp_path):
     for seed in (0, 1, 2):
         fake_run(tmp_path, ["failed"] * 50, seed=seed)
     [setting] = group_settings(iter_records(tmp_path))
     ci = intervals(setting, tmp_path)
-    assert (ci["robust_accuracy_ci_low"], ci["robust_accuracy_ci_high"]) == (1.0, 1.0)
-    assert (ci["clean_accuracy_ci_low"], ci["clean_accuracy_ci_high"]) == (1.0, 1.0)
+    low, high = wilson_interval(50, 50)  # three identical seeds on the same 50 examples are 50 examples
+    assert (ci["robust_accuracy_ci_low"], ci["robust_accuracy_ci_high"]) == (pytest.approx(low), 1.0)
+    assert (ci["clean_accuracy_ci_low"], ci["clean_accuracy_ci_high"]) == (pytest.approx(low), 1.0)
     assert setting.seeds == [0, 1, 2] and setting.label == "eval=200"
 
 
@@ -78,11 +81,11 @@ def test_explicit_default_parameter_is_the_same_setting(tmp_path):
     assert setting.seeds == [0, 1]
 
 
-def _planted(tmp_path, worse_by: int, n: int = 200):
+def _planted(tmp_path, worse_by: int, n: int = 200, seeds=(0, 1, 2, 3, 4)):
     """bert wrong under attack on 40% of the examples; imbert on `worse_by` more of the same examples; freelb
     exactly as bert."""
     rng = np.random.default_rng(0)
-    for seed in (0, 1, 2):
+    for seed in seeds:
         base = statuses(120, 80, rng=rng)
         worse = list(base)
         for i in [i for i, s in enumerate(base) if s == "failed"][:worse_by]:
@@ -99,9 +102,38 @@ def test_compare_finds_a_planted_difference_and_not_identical_models(tmp_path):
     assert worse.difference.value == pytest.approx(-0.2)
     assert worse.significant and worse.p_value < 0.001 and worse.difference.high < 0
     assert worse.verdict == "less robust than the baseline"
-    assert worse.seeds == (0, 1, 2) and worse.examples == 200
+    assert worse.seeds == (0, 1, 2, 3, 4) and worse.examples == 200
     assert not same.significant and same.p_value == 1.0
     assert same.verdict == "not distinguishable from the baseline"
+
+
+def test_the_family_is_every_comparison_and_holm_decides(tmp_path):
+    found = _planted(tmp_path, worse_by=40)
+    worse, same = found["imbert"], found["freelb"]
+    assert worse.family == same.family == 2
+    assert [worse.adjusted_p, same.adjusted_p] == pytest.approx(holm([worse.p_value, same.p_value]))
+    assert worse.adjusted_p >= worse.p_value
+
+
+def test_too_few_seeds_give_no_verdict(tmp_path):
+    found = _planted(tmp_path, worse_by=40, seeds=tuple(range(MIN_SEEDS - 1)))
+    worse = found["imbert"]
+    assert worse.difference.value == pytest.approx(-0.2) and worse.p_value < 0.05  # a difference, and a p-value
+    assert worse.verdict == INSUFFICIENT and not worse.significant
+
+
+def test_one_record_per_setting_and_seed_the_newest(tmp_path):
+    """An explicit default (k=50) gives another run id but the same setting: the newer record replaces the older
+    one for its seed instead of counting as a second seed."""
+    old = fake_run(tmp_path, ["failed"] * 10, seed=0)
+    fake_run(tmp_path, ["failed"] * 10, seed=1)
+    new = fake_run(tmp_path, ["successful"] * 10, seed=0, attack_params={"k": 50})
+    records = list(iter_records(tmp_path))
+    newer = dataclasses.replace(new, created="2026-02-01T00:00")
+    chosen = one_per_seed([r if r.run_id != new.run_id else newer for r in records])
+    assert [(dropped.run_id, kept.run_id) for dropped, kept in chosen.replaced] == [(old.run_id, new.run_id)]
+    [setting] = group_settings(chosen.kept)
+    assert setting.seeds == [0, 1] and new.run_id in [r.run_id for r in setting.records]
 
 
 def test_compare_without_the_baseline_is_an_error(tmp_path):

@@ -1,32 +1,41 @@
 """Per-setting confidence intervals and paired comparisons with a baseline, from the per-example CSVs.
 
-`group_settings` gathers run records into settings (`robench.report.identity`). `intervals` gives a setting's
-95% two-level bootstrap intervals for clean accuracy, accuracy under attack and attack success rate.
-`compare` pairs each model's setting with the baseline model's at the same setting otherwise: the
-difference in accuracy under attack over the shared examples of matched training seeds, its paired
-bootstrap interval and a paired permutation test (`robench.report.stats`, docs/statistics.md).
+`group_settings` gathers run records into settings (`robench.report.identity`), one record per (setting,
+seed) by `robench.report.identity.one_per_seed`. `intervals` gives a setting's 95% intervals for clean
+accuracy, accuracy under attack and attack success rate (crossed seeds x examples). `compare` pairs each
+model's setting with the baseline model's at the same setting otherwise: the difference in accuracy under
+attack over matched training seeds and the examples every seed of both attacked, its t interval and p-value
+under crossed random seed and example effects, Holm's adjustment over the family of every comparison made,
+and the verdict (`robench.report.stats`, docs/statistics.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord, read_examples
-from robench.report.identity import peer_id, setting_id, setting_label
+from robench.report.identity import one_per_seed, peer_id, setting_id, setting_label
 from robench.report.stats import (
     FAILED,
+    INSUFFICIENT,
+    LESS_ROBUST,
     METRICS,
+    MIN_SEEDS,
+    MISSING,
+    MORE_ROBUST,
     SAME,
     SKIPPED,
     SUCCESSFUL,
     Estimate,
-    bootstrap_interval,
-    bootstrap_intervals,
+    PairedTest,
+    holm,
     outcome_matrix,
-    paired_difference,
-    paired_permutation_pvalue,
+    paired_test,
+    proportion_intervals,
+    verdict,
 )
 
 STATUS = {"skipped": SKIPPED, "failed": FAILED, "successful": SUCCESSFUL}  # "error" rows are left out
@@ -49,14 +58,14 @@ class Setting:
 
 
 def group_settings(records: Iterable[RunRecord]) -> list[Setting]:
-    """One Setting per setting id, in order of first appearance; the newest record wins per seed."""
-    by_id: dict[str, dict[int, RunRecord]] = {}
-    for rec in sorted(records, key=lambda r: r.created):
-        by_id.setdefault(setting_id(rec), {})[rec.spec["seed"]] = rec
+    """One Setting per setting id, in order of first appearance; one record per seed (`one_per_seed`)."""
+    by_id: dict[str, list[RunRecord]] = {}
+    for rec in one_per_seed(list(records)).kept:
+        by_id.setdefault(setting_id(rec), []).append(rec)
     settings = []
-    for sid, by_seed in by_id.items():
-        recs = tuple(by_seed[s] for s in sorted(by_seed))
-        settings.append(Setting(sid, setting_label(recs[0]), peer_id(recs[0]), recs))
+    for sid, recs in by_id.items():
+        ordered = tuple(sorted(recs, key=lambda r: r.spec["seed"]))
+        settings.append(Setting(sid, setting_label(ordered[0]), peer_id(ordered[0]), ordered))
     return settings
 
 
@@ -70,10 +79,10 @@ def intervals(setting: Setting, runs_dir: Path) -> dict[str, float]:
     codes = outcome_matrix([outcomes(runs_dir, r) for r in setting.records])
     if codes.size == 0:
         return {}
-    reported = {metric: statistic for metric, statistic in METRICS.items()  # AdvGLUE: no clean acc., success rate
-                if any(r.metrics.get(metric) is not None for r in setting.records)}
+    reported = [metric for metric in METRICS  # AdvGLUE: no clean accuracy, no success rate
+                if any(r.metrics.get(metric) is not None for r in setting.records)]
     out: dict[str, float] = {}
-    for metric, estimate in bootstrap_intervals(codes, reported).items():
+    for metric, estimate in proportion_intervals(codes, reported).items():
         out[f"{metric}_ci_low"], out[f"{metric}_ci_high"] = estimate.low, estimate.high
     return out
 
@@ -84,24 +93,29 @@ class Comparison:
 
     setting: Setting
     baseline: Setting
-    seeds: tuple[int, ...]  # training seeds both have
-    examples: int  # shared examples per seed
-    difference: Estimate
-    p_value: float
-
-    @property
-    def significant(self) -> bool:
-        return not self.difference.contains(0.0)
+    seeds: tuple[int, ...]  # training seeds both have, with shared examples
+    examples: int  # examples every one of those seeds of both models attacked
+    difference: Estimate  # 95% t interval, per comparison (nan without two seeds)
+    p_value: float  # two-sided, unadjusted (nan without two seeds); closed form, no Monte-Carlo error
+    adjusted_p: float = float("nan")  # Holm over the family (`compare`)
+    family: int = 0  # comparisons in the family
 
     @property
     def verdict(self) -> str:
-        if not self.significant:
-            return "not distinguishable from the baseline"
-        return "more robust than the baseline" if self.difference.value > 0 else "less robust than the baseline"
+        """`robench.report.stats.verdict`: below MIN_SEEDS matched seeds "insufficient seeds", else the
+        Holm-adjusted p-value at ALPHA."""
+        if len(self.seeds) < MIN_SEEDS or math.isnan(self.adjusted_p):  # nan: no test
+            return INSUFFICIENT
+        return verdict(self.difference.value, self.adjusted_p, len(self.seeds))
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in (MORE_ROBUST, LESS_ROBUST)
 
 
 def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comparison]:
-    """Every non-baseline setting paired with each baseline setting that differs from it only in the model."""
+    """Every non-baseline setting paired with each baseline setting that differs from it only in the model;
+    the family is every comparison returned that has a p-value, and each gets its Holm-adjusted p-value."""
     bases: dict[str, list[Setting]] = {}
     for s in settings:
         if s.spec["model"] == baseline:
@@ -113,26 +127,40 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comp
     for s in settings:
         if s.spec["model"] != baseline:
             out += [c for b in bases.get(s.peer, []) if (c := paired(s, b, runs_dir)) is not None]
-    return out
+    return with_holm(out)
+
+
+def with_holm(comparisons: list[Comparison]) -> list[Comparison]:
+    """`comparisons` with their Holm-adjusted p-values over the family of those that have a p-value."""
+    tested = [i for i, c in enumerate(comparisons) if not math.isnan(c.p_value)]
+    adjusted = dict(zip(tested, holm([comparisons[i].p_value for i in tested])))
+    return [replace(c, adjusted_p=adjusted.get(i, float("nan")), family=len(tested))
+            for i, c in enumerate(comparisons)]
 
 
 def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison | None:
-    """`setting` against `baseline` on the examples both attacked, seed by seed; None if they share none."""
+    """`setting` against `baseline`, seed s with seed s, on the examples every matched seed of both attacked;
+    None if they share no seed and example."""
     mine = {r.spec["seed"]: r for r in setting.records}
     theirs = {r.spec["seed"]: r for r in baseline.records}
-    seeds = tuple(sorted(mine.keys() & theirs.keys()))
-    pairs = []
-    for seed in seeds:
+    pairs = {}
+    for seed in sorted(mine.keys() & theirs.keys()):
         if _eval_hash(mine[seed]) != _eval_hash(theirs[seed]):
             raise RobenchError(f"runs {mine[seed].run_id} and {theirs[seed].run_id} share a setting but were "
                                "attacked on different examples (did the data change?); re-run one with --force")
         a, b = outcomes(runs_dir, mine[seed]), outcomes(runs_dir, theirs[seed])
-        pairs.append({i: SAME + (a[i] == FAILED) - (b[i] == FAILED) for i in a.keys() & b.keys()})
-    if not any(pairs):
+        if shared := {i: SAME + (a[i] == FAILED) - (b[i] == FAILED) for i in a.keys() & b.keys()}:
+            pairs[seed] = shared
+    if not pairs:
         return None
-    codes = outcome_matrix(pairs)
-    return Comparison(setting, baseline, seeds, min(len(p) for p in pairs),
-                      bootstrap_interval(codes, paired_difference), paired_permutation_pvalue(codes))
+    codes = outcome_matrix(list(pairs.values()))
+    test: PairedTest | None = paired_test(codes)
+    if test is None:  # one seed: a difference, but no seed-level test
+        complete = codes[:, (codes != MISSING).all(axis=0)]
+        value = float((complete - SAME).mean()) if complete.size else float("nan")
+        nan = float("nan")
+        return Comparison(setting, baseline, tuple(pairs), complete.shape[1], Estimate(value, nan, nan), nan)
+    return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value)
 
 
 def _eval_hash(record: RunRecord) -> str | None:

@@ -6,15 +6,23 @@ models at the same setting can be compared example by example.
 
 A setting is the run spec without `seed`, with the model's and the attack's hyperparameters as resolved
 (defaults filled in), plus the data fingerprint when the record names one. With the whole eval split
-(`eval_size` None) the eval seed chooses nothing and is left out. It has two parts: the *model setting*
-(what determines the fine-tuned checkpoint: task, model and its parameters, backbone, train size, training
-config, data source) and the *attack setting* (attack and its parameters, eval size and seed).
+(`eval_size` None) the eval seed chooses nothing and is left out. It has two parts:
+
+* the *model setting*, the checkpoint's identity: task, model and its resolved parameters, backbone, train
+  size, training config, data source (or the given checkpoint) and the fingerprint of the data it was
+  trained on, never the eval or replay files (`ModelSettings`). So the AdvGLUE replay and the word-level
+  attacks of one checkpoint share it, and so does an analysis of that checkpoint;
+* the *attack setting*: attack and its parameters, eval size and seed.
+
+`one_per_seed` is the one rule for duplicates: one record per (setting, training seed), the newest.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any, Iterable
 
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
@@ -25,6 +33,7 @@ from robench.runs.spec import TrainConfig
 from robench.training.defense import resolve_model
 
 ATTACK_KEYS = ("attack", "attack_params", "eval_size", "eval_seed")
+NOT_MODEL = ("seed", "model_params", "data_fingerprint", *ATTACK_KEYS)  # spec keys outside the model setting
 
 
 def setting_of(record: RunRecord) -> dict[str, Any]:
@@ -49,12 +58,95 @@ def peer_id(record: RunRecord) -> str:
     return content_hash(setting)
 
 
-def model_setting_id(spec: dict[str, Any], model_params: dict[str, Any] | None = None) -> str:
-    """The model setting of a run or analysis spec; `model_params` resolved (resolved here when None)."""
+def model_setting_id(spec: dict[str, Any], model_params: dict[str, Any] | None = None,
+                     train_data: str | None = None) -> str:
+    """The model setting of a run or analysis spec: the spec's checkpoint-determining keys, `model_params`
+    resolved (resolved here when None) and `train_data`, the fingerprint of the data it was trained on."""
     if model_params is None:
         model_params = resolved_model_params(spec)
-    part = {k: v for k, v in spec.items() if k not in ("seed", "model_params", *ATTACK_KEYS)}
-    return content_hash(_plain({"spec": part, "model_params": model_params}))
+    part = {k: v for k, v in spec.items() if k not in NOT_MODEL}
+    return content_hash(_plain({"spec": part, "model_params": model_params, "train_data": train_data}))
+
+
+class ModelSettings:
+    """Model setting ids of run and analysis records.
+
+    The training data is `resources.data.train_fingerprint` where the record names it (records since
+    2026-12), else the run's data fingerprint when the attack reads no files of its own (it is then the
+    training data's). AdvGLUE records written earlier fingerprint the AdvGLUE file with the training data: they
+    take the training data of a run record of the same robench-trained checkpoint (the checkpoint cache
+    directory's name is the hash of everything that determines the weights), here `records`. A record with
+    neither keeps its own data fingerprint, and so a model setting of its own.
+    """
+
+    def __init__(self, records: Iterable[RunRecord] = ()) -> None:
+        self._by_checkpoint: dict[str, str] = {}
+        for rec in records:
+            if (data := own_train_data(rec)) is not None and (key := _checkpoint_name(rec.spec, rec.checkpoint)):
+                self._by_checkpoint.setdefault(key, data)
+
+    def train_data(self, spec: dict[str, Any], own: str | None, checkpoint: str | None) -> str | None:
+        if own is not None:
+            return own
+        return self._by_checkpoint.get(_checkpoint_name(spec, checkpoint) or "")
+
+    def of_run(self, record: RunRecord) -> str:
+        data = self.train_data(record.spec, own_train_data(record), record.checkpoint)
+        return model_setting_id(record.spec, (record.hyperparameters or {}).get("model"),
+                                data if data is not None else record.spec.get("data_fingerprint"))
+
+    def of_analysis(self, spec: dict[str, Any], resources: dict[str, Any], checkpoint: str | None) -> str:
+        """An analysis record's: its spec is resolved without an attack, so its data fingerprint is the
+        training data's (records before 2026-12 have none: they take a run record's of the same checkpoint)."""
+        own = ((resources or {}).get("data") or {}).get("train_fingerprint") or spec.get("data_fingerprint")
+        params = (resources or {}).get("model_params")
+        return model_setting_id(spec, params if params is not None else None, self.train_data(spec, own, checkpoint))
+
+
+def own_train_data(record: RunRecord) -> str | None:
+    """The training data's fingerprint as far as `record` itself says (None: it does not say)."""
+    data = record.resources.get("data") or {}
+    if data.get("train_fingerprint"):
+        return data["train_fingerprint"]
+    if _reads_files(record.spec.get("attack")):
+        return None
+    return record.spec.get("data_fingerprint") or data.get("fingerprint")
+
+
+def _reads_files(attack: str | None) -> bool:
+    """Whether `attack` fingerprints files of its own into the run's data fingerprint (AdvGLUE's)."""
+    try:
+        return bool(attack) and bool(ATTACKS.get(attack).data_files)
+    except RobenchError:  # a plugin that is not installed here: taken as reading none
+        return False
+
+
+def _checkpoint_name(spec: dict[str, Any], checkpoint: str | None) -> str | None:
+    """The cache directory name of a robench-trained checkpoint (None for a given checkpoint or model)."""
+    if spec.get("checkpoint") is not None or not checkpoint:
+        return None
+    return PurePath(checkpoint.replace("\\", "/")).name or None
+
+
+@dataclass(frozen=True)
+class OnePerSeed:
+    kept: list[RunRecord]  # in the order given
+    replaced: list[tuple[RunRecord, RunRecord]]  # (a record set aside, the record of its setting and seed kept)
+
+
+def one_per_seed(records: list[RunRecord]) -> OnePerSeed:
+    """One record per (setting, training seed): the newest (by `created`, then run id) wins. Two records of one
+    setting and seed come from runs whose specs differ only in what the setting ignores (an eval seed with the
+    whole split, or records written before explicit defaults were dropped from run ids)."""
+    newest: dict[tuple[str, Any], RunRecord] = {}
+    for rec in records:
+        key = (setting_id(rec), rec.spec.get("seed"))
+        if key not in newest or (rec.created, rec.run_id) > (newest[key].created, newest[key].run_id):
+            newest[key] = rec
+    winners = {id(r) for r in newest.values()}
+    kept = [r for r in records if id(r) in winners]
+    replaced = [(r, newest[(setting_id(r), r.spec.get("seed"))]) for r in records if id(r) not in winners]
+    return OnePerSeed(kept, replaced)
 
 
 def resolved_model_params(spec: dict[str, Any]) -> dict[str, Any]:

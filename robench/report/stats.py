@@ -1,20 +1,33 @@
-"""Confidence intervals and paired tests over per-example outcomes of several training seeds.
+"""Intervals and paired tests for outcomes of several training seeds on the same examples.
 
-A run's per-example results are coded as categories (an attack outcome, or how two models' outcomes on
-one example compare); a metric is a function of the category counts of one seed's examples, and a
-setting's value is the mean of that metric over its seeds.
+A run's per-example results are coded as categories (an attack outcome, or how two models' outcomes on one
+example compare). The seeds of a setting are attacked on the *same* examples, so seeds and examples are
+crossed factors, and the claim "model A is more robust than B" is about the training procedure: the seed is a
+replication unit, crossed with the example. Both are random.
 
-* `bootstrap_interval`: two-level bootstrap, seeds then examples, percentile interval. The seeds of a
-  setting are attacked on the same examples, so a replicate draws one resample of the examples and applies
-  it to every drawn seed (seeds and examples are crossed factors; resampling the examples independently
-  per seed would count the same examples as new ones and shrink the interval).
-* `paired_permutation_pvalue`: sign-flip permutation test of a paired difference (swap the two models'
-  outcomes on each example at random). Only discordant examples change sign, so a seed's permuted
-  difference is 2·Binomial(discordant, ½) − discordant: the same distribution, drawn directly.
+* `crossed_variance`: the variance of a grand mean over an S x n table (seeds x examples) under the crossed
+  random-effects model y_si = mu + a_s + b_i + e_si (seed, example, seed x example), by the ANOVA
+  (method-of-moments) estimator: var = (MS_seed + max(0, MS_example - MS_residual)) / (S n), with
+  Satterthwaite's degrees of freedom (Searle, Casella & McCulloch, *Variance Components*, 1992, ch. 4;
+  Satterthwaite 1946). The seed part (MS_seed, S - 1 df) is never truncated; the example part is dropped
+  when its estimate is negative.
+* `paired_tests`: the difference in accuracy under attack of two models over the seeds both have and the
+  examples both attacked, seed s of one paired with seed s of the other (a seed fixes the training subset
+  and order, so same-seed checkpoints of different models agree more than two seeds of one model);
+  t test and t interval on the Satterthwaite df. Closed form: no resampling, so no Monte-Carlo error and no
+  verdict depends on a random seed.
+* `proportion_intervals`: a setting's clean accuracy, accuracy under attack and attack success rate, as
+  Wilson intervals on the effective number of examples p(1 - p) / var (the design-effect Wilson interval of
+  survey statistics; Kish 1965, Korn & Graubard 1998) with the t quantile on the Satterthwaite df. One seed:
+  the plain Wilson interval (examples only: no seed variance can be estimated).
+* `holm`: Holm's step-down adjustment of a family of p-values (Holm 1979).
+* `verdict`: fewer than MIN_SEEDS seeds: "insufficient seeds"; else the Holm-adjusted p-value against ALPHA.
+* `exact_sign_pvalue`: the exact one-sided sign (McNemar) test on the discordant examples of ONE trained model
+  under two attacks, conditional on that checkpoint (`robench.report.worstcase.blackbox_stronger`).
 
-Every call draws from its own `np.random.default_rng(seed)` (seed `SEED` by default), so the same
-outcomes always give the same numbers: leaderboards are reproducible byte for byte. docs/statistics.md
-gives the definitions and the measured agreement with the Wilson interval.
+MIN_SEEDS and the choice of the estimators come from simulation (`robench.report.calibration`,
+docs/statistics.md): at S = 3 the test's size reaches 7.6-7.9% in some fitted scenarios; from S = 4 it
+stays within [2.5%, 7.5%] at 100-2,000 examples.
 """
 from __future__ import annotations
 
@@ -22,10 +35,11 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
-RESAMPLES = 10_000
-SEED = 0
+ALPHA = 0.05  # two-sided level of every verdict, after Holm's adjustment over the family
+MIN_SEEDS = 4  # fewer matched seeds: "insufficient seeds" (docs/statistics.md, "Minimum seeds")
 
 # attack outcomes of one example (errors are left out, as in TextAttack's metrics); MISSING: no outcome
 SKIPPED, FAILED, SUCCESSFUL = 0, 1, 2
@@ -33,32 +47,25 @@ MISSING = -1
 # how model A's correctness under attack compares with model B's on one example
 A_WORSE, SAME, A_BETTER = 0, 1, 2
 
-CATEGORIES = 3
-CHUNK = 500  # bootstrap replicates drawn at a time (bounds memory: CHUNK x examples weights)
+INSUFFICIENT = "insufficient seeds"
+NOT_DISTINGUISHABLE = "not distinguishable from the baseline"
+MORE_ROBUST = "more robust than the baseline"
+LESS_ROBUST = "less robust than the baseline"
 
-Statistic = Callable[[np.ndarray], np.ndarray]  # category counts (..., K) -> value (...); NaN where undefined
-
-
-def clean_accuracy(counts: np.ndarray) -> np.ndarray:
-    return (counts[..., FAILED] + counts[..., SUCCESSFUL]) / counts.sum(-1)
-
-
-def robust_accuracy(counts: np.ndarray) -> np.ndarray:
-    return counts[..., FAILED] / counts.sum(-1)
+# a metric as a ratio of two per-example indicators (numerator, denominator) of the category codes
+Ratio = tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]
 
 
-def attack_success_rate(counts: np.ndarray) -> np.ndarray:
-    attacked = counts[..., FAILED] + counts[..., SUCCESSFUL]
-    return np.divide(counts[..., SUCCESSFUL], attacked, out=np.full(attacked.shape, np.nan), where=attacked > 0)
+def _known(codes: np.ndarray) -> np.ndarray:
+    return codes != MISSING
 
 
-def paired_difference(counts: np.ndarray) -> np.ndarray:
-    """Accuracy of A minus accuracy of B on the shared examples."""
-    return (counts[..., A_BETTER] - counts[..., A_WORSE]) / counts.sum(-1)
-
-
-METRICS: dict[str, Statistic] = {"clean_accuracy": clean_accuracy, "robust_accuracy": robust_accuracy,
-                                 "attack_success_rate": attack_success_rate}
+RATIOS: dict[str, Ratio] = {
+    "clean_accuracy": (lambda c: (c == FAILED) | (c == SUCCESSFUL), _known),
+    "robust_accuracy": (lambda c: c == FAILED, _known),
+    "attack_success_rate": (lambda c: c == SUCCESSFUL, lambda c: (c == FAILED) | (c == SUCCESSFUL)),
+}
+METRICS = tuple(RATIOS)  # the metrics that get intervals from per-example data
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,21 @@ class Estimate:
 
     def contains(self, x: float) -> bool:
         return self.low <= x <= self.high
+
+
+NAN_ESTIMATE = Estimate(float("nan"), float("nan"), float("nan"))
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Model A minus model B in accuracy under attack, over `seeds` matched seeds x `examples` shared examples."""
+
+    difference: Estimate  # CONFIDENCE t interval (per comparison, not adjusted for the family)
+    se: float  # standard error of the difference (crossed random effects)
+    df: float  # Satterthwaite degrees of freedom of the t reference
+    p_value: float  # two-sided, unadjusted; exact arithmetic (no Monte-Carlo error)
+    seeds: int
+    examples: int
 
 
 def outcome_matrix(per_seed: Sequence[dict[int, int]]) -> np.ndarray:
@@ -82,94 +104,168 @@ def outcome_matrix(per_seed: Sequence[dict[int, int]]) -> np.ndarray:
     return codes
 
 
-def _onehot(codes: np.ndarray) -> np.ndarray:
-    return (np.asarray(codes)[..., None] == np.arange(CATEGORIES)).astype(np.float64)  # MISSING: all zero
+def mean_squares(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two-way ANOVA mean squares (seed, example, residual) of complete (..., S, n) tables, S >= 2, n >= 2,
+    from the table's row, column and grand sums (integer tables are summed exactly)."""
+    cells = np.asarray(cells)
+    seeds, n = cells.shape[-2:]
+    kind = np.int64 if np.issubdtype(cells.dtype, np.integer) or cells.dtype == bool else np.float64
+    rows, columns = cells.sum(-1, dtype=kind), cells.sum(-2, dtype=kind)
+    total = rows.sum(-1)
+    squares = (cells.astype(kind) ** 2).sum((-2, -1))
+    correction = total.astype(np.float64) ** 2 / (seeds * n)
+    ss_seed = (rows.astype(np.float64) ** 2).sum(-1) / n - correction
+    ss_example = (columns.astype(np.float64) ** 2).sum(-1) / seeds - correction
+    ss_residual = squares - correction - ss_seed - ss_example
+    return (np.maximum(ss_seed, 0.0) / (seeds - 1), np.maximum(ss_example, 0.0) / (n - 1),
+            np.maximum(ss_residual, 0.0) / ((seeds - 1) * (n - 1)))
 
 
-def seed_counts(codes: np.ndarray) -> np.ndarray:
-    """(seeds, categories) counts of each seed's outcomes."""
-    return _onehot(codes).sum(axis=1)
+def crossed_variance(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Variance of the grand mean of complete (..., S, n) tables under crossed random seed and example effects,
+    and its Satterthwaite degrees of freedom (S - 1 when the example part is dropped; NaN for a zero variance).
 
-
-def _mean_over_seeds(values: np.ndarray) -> np.ndarray:
-    """Mean over the last axis, ignoring NaN (a seed whose statistic is undefined); NaN if all are."""
-    valid = ~np.isnan(values)
-    total = np.where(valid, values, 0.0).sum(-1)
-    n = valid.sum(-1)
-    return np.divide(total, n, out=np.full(total.shape, np.nan), where=n > 0)
-
-
-def _apply(statistic: Statistic, counts: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):  # a seed with no outcomes: NaN, left out of the mean
-        return statistic(counts)
-
-
-def bootstrap_replicates(codes: np.ndarray, statistics: Sequence[Statistic], resamples: int = RESAMPLES,
-                         seed: int = SEED) -> np.ndarray:
-    """(statistics, resamples) two-level bootstrap replicates of the mean over seeds of each statistic.
-
-    `codes` is (seeds, examples). Each replicate draws as many seeds as there are with replacement, and one
-    resample of the examples with replacement (as per-example weights) shared by all drawn seeds; every
-    statistic is evaluated on the same replicates.
+    var = (MS_seed + max(0, MS_example - MS_residual)) / (S n): MS_seed / (S n) estimates
+    sigma_seed^2 / S + sigma_residual^2 / (S n) and (MS_example - MS_residual) / (S n) estimates
+    sigma_example^2 / n, so their sum is unbiased for the variance of the mean whenever the example part is
+    not truncated. Needs S >= 2 and n >= 2.
     """
-    rng = np.random.default_rng(seed)
-    seeds, n = codes.shape
-    onehot = _onehot(codes).transpose(1, 0, 2).reshape(n, seeds * CATEGORIES)
-    picks = rng.integers(0, seeds, size=(resamples, seeds))
-    out = np.empty((len(statistics), resamples))
-    for start in range(0, resamples, CHUNK):
-        m = min(CHUNK, resamples - start)
-        draws = rng.integers(0, n, size=(m, n)) + n * np.arange(m)[:, None]
-        weights = np.bincount(draws.ravel(), minlength=m * n).reshape(m, n).astype(np.float64)
-        counts = (weights @ onehot).reshape(m, seeds, CATEGORIES)
-        chosen = counts[np.arange(m)[:, None], picks[start:start + m]]
-        for i, statistic in enumerate(statistics):
-            out[i, start:start + m] = _mean_over_seeds(_apply(statistic, chosen))
-    return out
+    seeds, n = np.shape(cells)[-2:]
+    ms_seed, ms_example, ms_residual = mean_squares(cells)
+    example_part = np.maximum(ms_example - ms_residual, 0.0)
+    total = ms_seed + example_part
+    denominator = ms_seed ** 2 / (seeds - 1) + np.where(
+        example_part > 0, ms_example ** 2 / (n - 1) + ms_residual ** 2 / ((seeds - 1) * (n - 1)), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(denominator > 0, total ** 2 / denominator, np.nan)
+    return total / (seeds * n), df
 
 
-def bootstrap_intervals(codes: np.ndarray, statistics: dict[str, Statistic], confidence: float = CONFIDENCE,
-                        resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Estimate]:
-    """Per statistic: the mean over seeds, with its two-level bootstrap percentile interval."""
+def t_pvalue(value: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Two-sided p-value of value / se on a t reference with `df`: 1 for a zero estimate, 0 for a nonzero
+    estimate with a zero standard error (every cell the same nonzero difference)."""
+    value, se, df = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (value, se, df)))
+    p = np.where(value == 0, 1.0, 0.0)
+    ok = se > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.abs(value) / np.where(ok, se, 1.0)
+        p = np.where(ok, 2 * scipy_stats.t.sf(t, np.where(ok, df, 1.0)), p)
+    return p
+
+
+def paired_arrays(diffs: np.ndarray, confidence: float = CONFIDENCE
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised `paired_test` on complete (..., S, n) tables of per-example differences (-1, 0, +1):
+    (mean, low, high, se, df, p). The simulation (`robench.report.calibration`) calls this same function."""
+    diffs = np.asarray(diffs)
+    value = diffs.mean((-2, -1), dtype=np.float64)
+    var, df = crossed_variance(diffs)
+    se = np.sqrt(var)
+    with np.errstate(invalid="ignore"):
+        half = np.where(se > 0, scipy_stats.t.ppf(0.5 + confidence / 2, np.where(se > 0, df, 1.0)) * se, 0.0)
+    return value, value - half, value + half, se, df, t_pvalue(value, se, df)
+
+
+def paired_test(codes: np.ndarray, confidence: float = CONFIDENCE) -> PairedTest | None:
+    """The paired comparison of (seeds, examples) A_WORSE / SAME / A_BETTER codes (MISSING where a pair has no
+    outcome), on the examples every seed has. None without two seeds and two such examples."""
     codes = np.atleast_2d(codes)
-    replicates = bootstrap_replicates(codes, list(statistics.values()), resamples, seed)
-    tail = (1 - confidence) / 2
-    out = {}
-    for (name, statistic), values in zip(statistics.items(), replicates):
-        value = float(_mean_over_seeds(_apply(statistic, seed_counts(codes))))
-        values = values[~np.isnan(values)]
-        if np.isnan(value) or not len(values):
-            out[name] = Estimate(float("nan"), float("nan"), float("nan"))
-            continue
-        low, high = np.quantile(values, [tail, 1 - tail])
-        out[name] = Estimate(value, float(low), float(high))
-    return out
+    complete = codes[:, (codes != MISSING).all(axis=0)]
+    seeds, n = complete.shape
+    if seeds < 2 or n < 2:
+        return None
+    value, low, high, se, df, p = (float(x) for x in paired_arrays(complete - SAME, confidence))
+    return PairedTest(Estimate(value, low, high), se, df, p, seeds, n)
 
 
-def bootstrap_interval(codes: np.ndarray, statistic: Statistic, confidence: float = CONFIDENCE,
-                       resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:
-    """Mean over seeds of `statistic`, with its two-level bootstrap percentile interval."""
-    return bootstrap_intervals(codes, {"value": statistic}, confidence, resamples, seed)["value"]
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the order given: the family is every p-value given."""
+    p = np.asarray(p_values, dtype=np.float64)
+    order = np.argsort(p, kind="stable")
+    m = len(p)
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out.tolist()
 
 
-def paired_permutation_pvalue(codes: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED) -> float:
-    """Two-sided p-value of the mean over seeds of `paired_difference` under random sign flips, one per
-    (seed, example) pair. `codes` is (seeds, examples) of A_WORSE / SAME / A_BETTER (or MISSING)."""
-    counts = seed_counts(np.atleast_2d(codes))
-    counts = counts[counts.sum(-1) > 0]
-    n = counts.sum(-1)
-    discordant = (counts[:, A_WORSE] + counts[:, A_BETTER]).astype(np.int64)
-    observed = float(np.mean(paired_difference(counts)))
-    rng = np.random.default_rng(seed)
-    flipped = 2 * rng.binomial(discordant, 0.5, size=(resamples, len(counts))) - discordant
-    null = (flipped / n).mean(-1)
-    extreme = np.count_nonzero(np.abs(null) >= abs(observed) - 1e-12)
-    return float((1 + extreme) / (1 + resamples))
+def verdict(difference: float, adjusted_p: float, seeds: int) -> str:
+    """The verdict on a comparison with the baseline: too few matched seeds, or the Holm-adjusted p-value."""
+    if seeds < MIN_SEEDS:
+        return INSUFFICIENT
+    if adjusted_p < ALPHA:
+        return MORE_ROBUST if difference > 0 else LESS_ROBUST
+    return NOT_DISTINGUISHABLE
 
 
-def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (scipy.stats)."""
-    from scipy.stats import binomtest
+def wilson_interval(successes: float, n: float, confidence: float = CONFIDENCE,
+                    df: float = float("inf")) -> tuple[float, float]:
+    """The Wilson score interval of `successes` out of `n` (both may be effective, non-integer counts), with the
+    normal quantile, or the t quantile on `df` degrees of freedom."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = float(scipy_stats.t.ppf(0.5 + confidence / 2, df)) if np.isfinite(df) else \
+        float(scipy_stats.norm.ppf(0.5 + confidence / 2))
+    p = min(max(successes / n, 0.0), 1.0)
+    centre = p + z * z / (2 * n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    scale = 1 + z * z / n
+    low = 0.0 if p == 0 else max(0.0, (centre - half) / scale)  # exact ends, not rounding residue
+    high = 1.0 if p == 1 else min(1.0, (centre + half) / scale)
+    return low, high
 
-    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
+
+def ratio_interval(codes: np.ndarray, ratio: Ratio, confidence: float = CONFIDENCE) -> Estimate:
+    """Mean over seeds of a per-seed ratio (numerator / denominator indicators of the codes), with its
+    design-effect Wilson interval.
+
+    Point estimate: the mean of each seed's ratio over its own examples (a seed with an empty denominator is
+    left out). Variance: `crossed_variance` of the linearised cells r_s + (num_si - r_s den_si) / mean_i den_si
+    (the delta method; for an accuracy these are the 0/1 outcomes themselves) over the examples every kept seed
+    has. Effective examples n_eff = r (1 - r) / var, at most the attacked cells, and the t quantile on the
+    Satterthwaite df. One seed, or a zero variance: the plain Wilson interval on the mean counts.
+    """
+    codes = np.atleast_2d(codes)
+    numerator, denominator = (f(codes).astype(np.float64) for f in ratio)
+    den_counts = denominator.sum(1)
+    kept = den_counts > 0
+    if not kept.any():
+        return NAN_ESTIMATE
+    numerator, denominator, codes = numerator[kept], denominator[kept], codes[kept]
+    per_seed = numerator.sum(1) / denominator.sum(1)
+    value = float(per_seed.mean())
+    mean_den = float(denominator.sum(1).mean())
+    complete = (codes != MISSING).all(axis=0)
+    seeds, n = len(per_seed), int(complete.sum())
+    if seeds < 2 or n < 2:
+        return Estimate(value, *wilson_interval(value * mean_den, mean_den, confidence))
+    num, den = numerator[:, complete], denominator[:, complete]
+    rate = np.divide(num.sum(1), den.sum(1), out=per_seed.copy(), where=den.sum(1) > 0)
+    scale = np.maximum(den.mean(1), 1e-12)[:, None]
+    cells = rate[:, None] + (num - rate[:, None] * den) / scale
+    var, df = (float(x) for x in crossed_variance(cells))
+    if var <= 0 or not np.isfinite(df):
+        return Estimate(value, *wilson_interval(value * mean_den, mean_den, confidence))
+    effective = min(value * (1 - value) / var, seeds * mean_den)  # var > 0 implies 0 < value < 1
+    return Estimate(value, *wilson_interval(value * effective, effective, confidence, df))
+
+
+def proportion_intervals(codes: np.ndarray, metrics: Sequence[str] = METRICS,
+                         confidence: float = CONFIDENCE) -> dict[str, Estimate]:
+    """`ratio_interval` of each named metric (RATIOS) of (seeds, examples) attack-outcome codes."""
+    return {metric: ratio_interval(codes, RATIOS[metric], confidence) for metric in metrics}
+
+
+def binary_interval(outcomes: np.ndarray, confidence: float = CONFIDENCE) -> Estimate:
+    """The design-effect Wilson interval of a (seeds, examples) table of 0/1 outcomes (the worst case)."""
+    outcomes = np.atleast_2d(np.asarray(outcomes))
+    codes = np.where(outcomes.astype(bool), FAILED, SUCCESSFUL)
+    return ratio_interval(codes, RATIOS["robust_accuracy"], confidence)
+
+
+def exact_sign_pvalue(more: int, fewer: int) -> float:
+    """One-sided exact sign test (McNemar's, exact) that `more` discordant examples out of `more + fewer` is
+    more than chance (probability 1/2 each); 1 when nothing is discordant."""
+    if more + fewer == 0:
+        return 1.0
+    return float(scipy_stats.binomtest(more, more + fewer, 0.5, alternative="greater").pvalue)
