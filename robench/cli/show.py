@@ -22,11 +22,14 @@ def add_parser(sub) -> None:
 
 def cmd_show(args) -> None:
     from robench.report.examples import load_run
+    from robench.report.validity import validity_facts
 
     runs_dir = settings_from_args(args).runs_dir
     run = load_run(runs_dir, args.run_id)
     console = Console()
     console.print(examples_table(run, args.outcome, args.limit))
+    for label, value in validity_facts(run.record.metrics):
+        console.print(f"{label}: {value}")
     if args.html:
         from robench.report.run_page import write_run_page
 
@@ -35,6 +38,9 @@ def cmd_show(args) -> None:
 
 def examples_table(run, outcome: str, limit: int) -> Table:
     from robench.report.examples import word_diff
+    from robench.report.validity import lexicon_settings, marked, swap_marks
+
+    lexicon = lexicon_settings() if "validity" in run.record.metrics else None
 
     spec = run.record.spec
     chosen = [e for e in run.examples if outcome in ("all", e.status)]
@@ -48,6 +54,8 @@ def examples_table(run, outcome: str, limit: int) -> Table:
         table.add_column(name, justify=justify, overflow="fold")
     for e in shown:
         original, adversarial = word_diff(e.original_text, e.perturbed_text)
+        if lexicon is not None and e.status == "successful":  # antonym and unlisted swaps marked
+            adversarial = marked(adversarial, swap_marks(e.original_text, e.perturbed_text, lexicon))
         table.add_row(str(e.index), Text(e.status, STATUS_STYLE.get(e.status, "")), run.label(e.label),
                       f"{run.label(e.original_prediction)} → {run.label(e.perturbed_prediction)}", str(e.queries),
                       _styled(original, "bold red strike") if original else Text("(replayed: no original)", "dim"),
@@ -59,4 +67,6 @@ def _styled(pieces, style: str) -> Text:
     text = Text()
     for piece in pieces:
         text.append(piece.text, style if piece.changed else "")
+        if getattr(piece, "mark", ""):
+            text.append(f"[{piece.mark}]", "bold white on red" if piece.mark == "antonym" else "bold yellow")
     return text

@@ -24,6 +24,7 @@ OUTCOMES = ("successful", "failed", "skipped", "error")
 class Piece:
     text: str
     changed: bool = False
+    mark: str = ""  # a changed word's swap class worth marking: "antonym" or "unlisted" (robench.report.validity)
 
 
 @dataclass

@@ -174,8 +174,10 @@ def model_label(record: RunRecord) -> str:
 def attack_label(record: RunRecord) -> str:
     """The attack setting's part of the label: attack parameters, eval size and seed ('' if default)."""
     spec = record.spec
-    parts = _params_part(spec["attack"], (record.hyperparameters or {}).get("attack"),
-                         _attack_defaults(spec["attack"]))
+    attack = (record.hyperparameters or {}).get("attack") or {}
+    parts = _params_part(spec["attack"], attack, _attack_defaults(spec["attack"]))
+    if attack.get("budget"):  # the budget setting is always named (robench.engine.budgets)
+        parts.insert(0, f"budget={attack['budget']}")
     if spec.get("eval_size") is not None:
         parts.append(f"eval={spec['eval_size']}")
         if spec.get("eval_seed", 0) != 0:

@@ -19,15 +19,17 @@ from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
 from robench.report.compare import Setting, compare, group_settings, intervals
 from robench.report.identity import attack_label, model_label, model_setting_id, setting_id, setting_label
 from robench.report.stats import METRICS as INTERVAL_METRICS
+from robench.report.validity import VALIDITY_METRICS, validity_columns
 from robench.report.worstcase import with_worst_case, write_worst_case
 
 KEYS = ["task", "model", "attack", "backbone", "train_size"]
 ROW = KEYS + ["setting", "seeds", "examples"]  # the leading columns of every leaderboard row
 IDS = ["setting_id", "model_setting_id"]  # trailing columns: the setting and its model part (robench.report.identity)
 METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
-           "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds", "worst_case_accuracy"]
+           "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds", "worst_case_accuracy",
+           *VALIDITY_METRICS]  # the swap audit of word-level attacks (robench.report.validity)
 PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
-           "worst_case_accuracy",
+           "worst_case_accuracy", *VALIDITY_METRICS,
            "robust_accuracy_diff", "shuffle_flip_rate", "top1_share", "top3_share",
            "blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall", "probe_uuas_best"}
 DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",
@@ -86,6 +88,7 @@ def frame_of(records: list[RunRecord]) -> pd.DataFrame:
                    seed=rec.spec.get("seed"), run_id=rec.run_id, train_seconds=rec.timings.get("train_seconds"),
                    eval_examples=(rec.resources.get("data") or {}).get("eval_examples"))
         row.update({k: v for k, v in rec.metrics.items() if not isinstance(v, (dict, list))})
+        row.update(validity_columns(rec.metrics))
         row["_trained"] = rec.spec.get("checkpoint") is None  # False: a given checkpoint or model was attacked
         rows.append(row)
     frame = pd.DataFrame(rows, columns=None if rows else KEYS + ["setting", "seed", "run_id"] + IDS)

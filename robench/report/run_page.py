@@ -15,6 +15,7 @@ import jinja2
 from robench.core.files import atomic_write
 from robench.core.records import examples_path, record_path
 from robench.report.examples import RunExamples, load_run, word_diff
+from robench.report.validity import lexicon_settings, marked, swap_marks, validity_facts
 
 METRICS = [("clean accuracy", "clean_accuracy", "%"), ("accuracy under attack", "robust_accuracy", "%"),
            ("attack success rate", "attack_success_rate", "%"), ("average queries", "avg_queries", "f")]
@@ -30,9 +31,13 @@ def render(run: RunExamples, record_href: str, back: str | None = None) -> str:
     spec, metrics = run.record.spec, run.record.metrics
     shown = [(label, f"{100 * v:.1f}%" if kind == "%" else f"{v:.1f}") for label, key, kind in METRICS
              if (v := metrics.get(key)) is not None]
+    shown += validity_facts(metrics)
+    lexicon = lexicon_settings() if "validity" in metrics else None
     examples = []
     for e in sorted(run.examples, key=lambda e: e.index):
         original, adversarial = word_diff(e.original_text, e.perturbed_text)
+        if lexicon is not None and e.status == "successful":
+            adversarial = marked(adversarial, swap_marks(e.original_text, e.perturbed_text, lexicon))
         examples.append({"index": e.index, "status": e.status, "label": run.label(e.label),
                          "before": run.label(e.original_prediction), "after": run.label(e.perturbed_prediction),
                          "queries": e.queries, "original": original, "adversarial": adversarial, "error": e.error})
