@@ -107,3 +107,26 @@ def test_leaderboard_mean_and_std_over_seeds(settings, tiny_backbone):
     frame = [json.loads(p.read_text())["metrics"]["robust_accuracy"] for p in settings.runs_dir.glob("*.json")]
     assert table.loc[0, "robust_accuracy_mean"] == pytest.approx(sum(frame) / 2)
     assert "±" in md_path.read_text() and csv_path.read_text().startswith("task,model,attack,backbone,train_size")
+
+
+def test_git_commit_names_the_diff_of_a_dirty_tree(tmp_path):
+    """A record made from uncommitted changes carries the hash of `git diff HEAD`, so it is traceable."""
+    import hashlib
+    import subprocess
+
+    from robench.runs.store import git_commit
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, check=True).stdout
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    git("add", "a.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    sha = git("rev-parse", "HEAD").decode().strip()
+    assert git_commit(tmp_path) == sha
+    (tmp_path / "a.txt").write_text("two\n")
+    digest = hashlib.sha256(git("diff", "HEAD", "--binary")).hexdigest()[:16]
+    assert git_commit(tmp_path) == f"{sha}+dirty.{digest}"
+    (tmp_path / "a.txt").write_text("three\n")
+    assert git_commit(tmp_path) != f"{sha}+dirty.{digest}"  # another diff, another hash

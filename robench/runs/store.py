@@ -8,6 +8,7 @@ examples, and a file that does not belong to the run is discarded with a warning
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -47,17 +48,25 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def git_commit() -> str | None:
-    here = Path(__file__).resolve().parent
+def git_commit(where: Path | None = None) -> str | None:
+    """The commit robench runs from (or the repository at `where`): `<sha>`, or `<sha>+dirty.<diff>` with
+    uncommitted changes to tracked files, where `<diff>` is the first 16 hex digits of the SHA-256 of
+    `git diff HEAD --binary` (so a record made from a dirty tree names the exact changes it was made with)."""
+    here = where or Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
                                capture_output=True, text=True, timeout=5)
+        diff = subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=here, capture_output=True, timeout=30) \
+            if sha.returncode == 0 and dirty.stdout.strip() else None
     except (OSError, subprocess.TimeoutExpired):
         return None
     if sha.returncode != 0:
         return None
-    return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    if diff is None:
+        return sha.stdout.strip()
+    digest = hashlib.sha256(diff.stdout).hexdigest()[:16] if diff.returncode == 0 else "unknown"
+    return f"{sha.stdout.strip()}+dirty.{digest}"
 
 
 def now() -> str:
