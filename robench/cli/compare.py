@@ -23,7 +23,9 @@ def cmd_compare(args) -> None:
     found = compare(group_settings(records.current), settings.runs_dir, args.baseline)
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over shared examples and seeds "
                         "(95% bootstrap interval, permutation p-value)")
-    for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "p", "verdict"):
+    audit = ("swaps syn/ant/unl % (model | baseline)",)  # the validity audit (robench.report.validity)
+    for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "p", "verdict",
+                 *audit):
         table.add_column(name, justify="right" if name in ("seeds", "examples", "p") else "left")
     order = sorted(found, key=lambda c: (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                          c.setting.spec["model"]))
@@ -32,9 +34,22 @@ def cmd_compare(args) -> None:
         table.add_row(c.setting.spec["task"], c.setting.spec["attack"], c.setting.label, c.setting.spec["model"],
                       " ".join(map(str, c.seeds)), str(c.examples),
                       f"{100 * d.value:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]", f"{c.p_value:.3g}",
-                      c.verdict)
+                      c.verdict, f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
     Console(width=200).print(table)
     if not found:
         print(f"no other model has runs at a setting where {args.baseline} has")
     if records.note:
         print(records.note)
+
+
+def audit_cell(records) -> str:
+    """Synonym / antonym / unlisted swap shares of a setting's records, mean over seeds; "–" without an audit."""
+    from robench.report.validity import validity_columns
+
+    cols = [validity_columns(r.metrics) for r in records]
+    cols = [c for c in cols if c.get("synonym_swap_rate") is not None]
+    if not cols:
+        return "–"
+    mean = {k: sum(c[k] or 0.0 for c in cols) / len(cols)
+            for k in ("synonym_swap_rate", "antonym_swap_rate", "unlisted_swap_rate")}
+    return "/".join(f"{100 * mean[k]:.0f}" for k in ("synonym_swap_rate", "antonym_swap_rate", "unlisted_swap_rate"))
