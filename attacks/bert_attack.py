@@ -14,13 +14,26 @@ BERT", EMNLP 2020. https://arxiv.org/abs/2004.09984
   positions (a combination in the top K has its prefix in the top K of its
   length, since the scores add up), so the cost is O(t K^2) and never K^t;
 * filters: stopwords (the paper's `filter_words`, the same list as TextFooler's),
-  the word itself, candidates that are not one word;
-* at most 40% of the words change: a swap is allowed while the text differs from
+  the word itself, candidates that are not one word, and, on sentiment tasks,
+  antonyms: the paper filters them with the counter-fitted synonym dictionary
+  because an MLM proposes antonyms as readily as synonyms; robench drops every
+  candidate that is a listed antonym of the word in any inflection, either
+  direction (Mrkšić PPDB and WordNet lists, WordNet lemma antonyms and WordNet's
+  indirect adjective antonyms; `filter_antonyms`, on by default for every task);
+* at most 40% of the words change (the `paper` budget): the text may differ from
   the original in at most ceil(0.4 * words) words (TextAttack's MaxWordsPerturbed;
-  the parameter `max_perturbed` is that fraction, `max_changed_words` the count);
+  `max_modification_rate`);
 * sentence similarity of the whole candidate text to the original >= 0.2
   (cosine), as TextAttack's recipe (UniversalSentenceEncoder(threshold=0.2,
   metric="cosine", compare_against_original=True, window_size=None));
+* budget (`budget`, robench.engine.budgets): the default is TextDefender's
+  setting, which replaces the three values above by K = 50, at most 30% of the
+  words, USE 0.840845057 (angular) on 15-word windows against the text before the
+  swap, and at most 50 x words queries (TextDefender adds that constraint to every
+  attack; its 30% is tighter than the paper's 40%); `budget=morris2020` adds a
+  word cosine >= 0.9 in the lexicon table's counter-fitted space (MLM candidates
+  outside its vocabulary fail) and sentence cosine >= 0.98 (mapped to MiniLM);
+  `budget=paper` is the paper's;
 * greedy: at each word, take the candidate with the lowest gold probability if
   it lowers it; stop when the label flips (then the most similar flipping candidate).
 

