@@ -8,6 +8,9 @@ from test_compare import fake_run
 
 from robench.cli import main
 from robench.report.leaderboard import load_records, write_leaderboard
+from robench.report.stats import MIN_SEEDS
+
+SEEDS = tuple(range(MIN_SEEDS))  # enough matched seeds for a verdict
 
 
 def test_runs_differing_in_eval_size_or_an_attack_parameter_are_separate_rows(tmp_path):
@@ -76,21 +79,24 @@ def test_leaderboard_with_a_baseline(tmp_path, capsys):
 
 
 def test_page_shows_intervals_draws_them_and_marks_significant_differences(tmp_path):
-    from robench.report.leaderboard_page import _y, write_html
+    from robench.report.leaderboard_page import write_html
 
     runs = tmp_path / "runs"
-    for seed in (0, 1):
+    for seed in SEEDS:
         fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="bert", seed=seed)
         fake_run(runs, ["failed"] * 80 + ["successful"] * 20, model="freelb", seed=seed)
         fake_run(runs, ["failed"] * 61 + ["successful"] * 39, model="smart", seed=seed)
     table, _, _ = write_leaderboard(tmp_path, baseline="bert")
     html = write_html(tmp_path, tmp_path / "page.html", baseline="bert").read_text()
     rows = {r.model: r for r in table.itertuples()}
-    cell = f"{100 * rows['freelb'].robust_accuracy_mean:.1f} [{100 * rows['freelb'].robust_accuracy_ci_low:.1f}, "
-    assert cell in html and "<th" in html and ">Setting</th>" in html
+    for model, row in rows.items():  # each cell and each dot plot's point carry the row's 95% interval
+        interval = f"[{100 * row.robust_accuracy_ci_low:.1f}, {100 * row.robust_accuracy_ci_high:.1f}]"
+        assert f'<span class="v">{100 * row.robust_accuracy_mean:.1f}</span>' in html
+        assert f'<span class="ci">{interval}</span>' in html
+        assert f"{model} / TextFooler: {100 * row.robust_accuracy_mean:.1f}% {interval}</title>" in html
+    assert html.count('class="whisker"') == 2 * 3 + 3  # scatter: two per point; dot plot: one per row
     assert html.count('class="sig up"') == 1 and 'class="sig down"' not in html  # freelb only; smart is noise
-    for row in rows.values():  # each bar's whisker spans the row's 95% interval
-        assert f'y1="{_y(row.robust_accuracy_ci_high):.1f}" y2="{_y(row.robust_accuracy_ci_low):.1f}"' in html
+    assert html.count('class="sig same"') == 1 and ">baseline</span>" in html
     assert write_html(tmp_path, tmp_path / "again.html", baseline="bert").read_text() == html
 
 

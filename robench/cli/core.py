@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
     p.add_argument("--html", metavar="PATH", help="also write a self-contained static HTML page (tables, plots)")
     p.add_argument("--baseline", metavar="MODEL",
                    help="add each row's paired difference in accuracy under attack from MODEL at the same setting "
-                        "(as `robench compare`); the page marks significant ones")
+                        "(as `robench compare`); the page marks each cell with the verdict (the page's default "
+                        "baseline: bert, when it has records)")
     p.set_defaults(handler=cmd_leaderboard)
 
 
@@ -136,7 +137,7 @@ def cmd_leaderboard(args) -> None:
     if args.html:
         from robench.report.leaderboard_page import write_html
 
-        print(f"wrote {write_html(settings.results_dir, args.html, baseline=args.baseline)}")
+        print(f"wrote {write_html(settings.results_dir, args.html, baseline=args.baseline, table=table)}")
 
 
 def _check_page_path(page: str) -> None:

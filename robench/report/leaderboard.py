@@ -154,6 +154,8 @@ def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, 
     table.insert(at, "baseline", baseline)
     for offset, name in enumerate(DIFF, 1):
         table.insert(at + offset, name, [v[offset - 1] for v in values])
+    # the comparison's own verdict (robench.report.compare.Comparison.verdict), which the HTML page marks per cell
+    table.insert(at + len(DIFF) + 1, "robust_accuracy_verdict", [c.verdict if c else None for c in cells])
     return table
 
 

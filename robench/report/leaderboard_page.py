@@ -1,27 +1,38 @@
 """`robench leaderboard --html PATH`: one self-contained static page built from the run records.
 
-No network at view time: the CSS, the sorting script and the SVG plots are inline.
-The markup lives in Jinja templates under `robench/templates/` (`leaderboard.html.j2`
-and its partials); this module computes what they show: per task, a sortable table
-(click a header) with one row per model setting and one column per attack setting,
-a scatter of clean vs robust accuracy, and a bar chart of robust accuracy per attack
-with its 95% interval (coordinates computed here). Every number comes from
-`robench.report.leaderboard.leaderboard_table` (intervals and the comparison with a baseline
-included); the page has no timestamp, so the same records always give the same page.
+What a reader sees, per task (a selector switches tasks when there are several):
 
-Escaping: every `{{ value }}` is escaped with `html.escape` unless it is `Markup`
-(HTML built here from escaped parts), so the page is byte-identical to the records'.
+* one row per **model setting** (one checkpoint recipe; its training seeds are aggregated), **ranked by the
+  worst-case accuracy under attack** (an example counts only if no word-level attack broke it,
+  `robench.report.worstcase`; without per-example results, by the lowest accuracy under a single attack);
+* columns: rank, model (what the row differs in from the defaults as a short label; the full resolved setting
+  in a tooltip and an expandable cell), clean dev accuracy, each attack's accuracy under attack with its 95%
+  interval, its validity rates where recorded, and links to each seed's run page, the worst case, certified
+  accuracy where recorded, seeds and examples. What every row shares is said once, above the table;
+* with a baseline (`--baseline MODEL`, else `bert` when the task has it), each accuracy-under-attack cell is
+  marked with the comparison's verdict against the baseline at the same setting;
+* sortable columns (click a header);
+* plots: clean vs worst-case accuracy with interval whiskers and labels placed so that none collide (a label
+  that finds no free spot is left out: the legend below the plot names every point), and one dot plot per
+  attack with each row's interval.
+
+Every number comes from the leaderboard's own table (`robench.report.leaderboard.leaderboard_table` with
+`robench.report.worstcase.with_worst_case`, the table `leaderboard.csv` is written from); the page only
+arranges it. No network at view time: CSS, script and SVG are inline. No timestamp: the same records give
+the same page byte for byte. The markup lives in Jinja templates (`templates/leaderboard.html.j2` and its
+partials); every `{{ value }}` is escaped with `html.escape` unless it is `Markup` built here from escaped
+parts.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import quote, urlsplit
 
 import jinja2
@@ -33,110 +44,165 @@ from robench.core.records import RunRecord, record_path
 from robench.report.leaderboard import (
     Records,
     format_difference,
-    format_interval,
-    format_mean_std,
     frame_of,
     leaderboard_table,
     load_records,
 )
 from robench.report.run_page import write_run_pages
-from robench.runs.spec import slug
+from robench.report.validity import COLUMNS as VALIDITY_COLUMNS
+from robench.report.worstcase import with_worst_case, worst_cases
+from robench.runs.spec import TrainConfig, slug
 
-ROW_KEYS = ["model", "model_label", "backbone", "train_size", "model_setting_id"]  # a table row: a model setting
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]  # Okabe-Ito
-GEOMETRY = {"W": 460, "H": 340, "LEFT": 50, "RIGHT": 130, "TOP": 30, "BOTTOM": 45}  # SVG plots (pixels)
-W, H, LEFT, RIGHT, TOP, BOTTOM = GEOMETRY.values()
+DEFAULT_BASELINE = "bert"  # verdicts are against it when --baseline is not given and the task has it
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#882255", "#000000"]  # Okabe-Ito+
+SHAPES = ["circle", "square", "diamond", "triangle"]  # a second key once the colours run out
+ATTACK_NAMES = {"advglue": "AdvGLUE", "textfooler": "TextFooler", "bert-attack": "BERT-Attack",
+                "gradient-swap": "gradient-swap"}
+REPLAYS = ("advglue", "transfer")  # attacks that replay fixed examples: not word-level searches
+VALIDITY = tuple(VALIDITY_COLUMNS.values())  # the validity audit's classes (robench.engine.audit)
+
+# SVG text: the page sets this font stack for plots; widths are estimated with DejaVu Sans' advance widths
+# (the widest common sans-serif; Verdana's are within 3%), so a label placed here fits in any of them.
+FONT_SIZE = {"tick": 11, "label": 12, "title": 13, "pt": 11, "row": 11}
+_NARROW, _WIDE = set("ijlI.,:;'!|()[] f-t"), set("mwMW@%")
 
 
 @dataclass(frozen=True)
 class Column:
     header: str
     title: str  # tooltip explaining the column
+    cls: str = "num"  # "num" (right-aligned) or "text"
 
 
 @dataclass(frozen=True)
 class TableCell:
     html: Markup
     sort: str  # what the sorting script compares: a number, text, or "" (missing: always last)
+    cls: str = "num"
+
+
+@dataclass(frozen=True)
+class Text:
+    x: float
+    y: float
+    text: str
+    cls: str  # tick, label, title, pt (a point's label), row (a dot plot's row label)
+    anchor: str = "start"  # start, middle, end
+    rotate: bool = False  # the y-axis label: rotated -90 degrees about (x, y)
+    tip: str | None = None
+
+
+@dataclass(frozen=True)
+class Line:
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    cls: str  # grid, whisker, base (the baseline's value), frame
+
+
+@dataclass(frozen=True)
+class Mark:
+    x: float
+    y: float
+    color: str
+    shape: str
+    tip: str
 
 
 @dataclass(frozen=True)
 class Plot:
-    """What `_plot.svg.j2` draws: percent axes (ticks as (label, pixel)), `marks` for the kind, a legend."""
+    """What `_plot.svg.j2` draws: lines, then marks, then text; `legend` goes below it as HTML."""
 
-    kind: str  # "scatter" (marks: Point) or "bars" (marks: BarGroup)
-    slug: str
-    title: str
-    xlabel: str
-    ylabel: str
-    yticks: list[tuple[int, float]]
-    xticks: list[tuple[int, float]]
-    legend: list[tuple[str, str, int]]  # name, colour, y
-    marks: list[Any]
-    diagonal: tuple[float, float, float, float] | None = None  # scatter: the robust = clean line (x1, y1, x2, y2)
+    id: str
+    kind: str  # scatter or dots
+    width: int
+    height: int
+    lines: list[Line]
+    marks: list[Mark]
+    texts: list[Text]
+    legend: list[tuple[str, str, str]] = field(default_factory=list)  # colour, shape, text
 
 
-@dataclass(frozen=True)
-class Point:
-    x: float
-    y: float
-    color: str
-    tip: str
-    label: str
+@dataclass
+class BoardRow:
+    """One model setting of one task, with everything its cells and plots show."""
 
+    model: str
+    key: str  # model_setting_id
+    label: str  # short: what differs from the defaults and from the other rows
+    full: list[tuple[str, str]]  # the full resolved setting, (name, value)
+    seeds: list[int]
+    clean: tuple[float, float]  # dev accuracy: mean, std over seeds
+    train_seconds: float | None
+    attacks: dict[tuple[str, str], dict[str, Any]]  # attack variant -> its leaderboard row
+    worst: dict[str, Any]  # worst-case accuracy: mean, std, ci_low, ci_high, flags
+    certified: dict[str, Any] | None
+    validity: dict[tuple[str, str], dict[str, float]]  # attack variant -> mean share of each audit class
+    runs: dict[tuple[str, str], list[tuple[int, str]]]  # attack variant -> (seed, run id)
+    rank_value: float = float("nan")  # what the rank is by
+    rank: int | None = None
+    color: str = PALETTE[0]
+    shape: str = SHAPES[0]
 
-@dataclass(frozen=True)
-class Bar:
-    x: float
-    y: float
-    width: float
-    height: float
-    color: str
-    tip: str
-    whisker: tuple[float, float, float] | None  # x, y of mean + std, y of mean - std
-
-
-@dataclass(frozen=True)
-class BarGroup:
-    x: float  # centre of the attack's label
-    label: str
-    bars: list[Bar]
+    @property
+    def name(self) -> str:
+        return f"{self.model} {self.label}".strip()
 
 
 @dataclass(frozen=True)
 class Section:
     task: str
     slug: str
+    shared: list[str]  # what every row of the task shares, said once
+    rank_by: str  # what the rank column is by (for the note)
+    baseline: str | None
     columns: list[Column]
     rows: list[list[TableCell]]
     scatter: Plot
-    bars: Plot
+    dots: list[Plot]
 
 
-def write_html(results_dir: Path, path: str | Path, baseline: str | None = None) -> Path:
+def write_html(results_dir: Path, path: str | Path, baseline: str | None = None,
+               table: pd.DataFrame | None = None) -> Path:
     """Write the page for `<results_dir>/runs` to `path`, and beside it `runs/<run_id>.html`, the page of each
     included run with per-example results (`robench.report.run_page`); links are relative to the pages.
-    With `baseline`, accuracy-under-attack cells that differ significantly from it are marked."""
+    `table`: the leaderboard table already computed for `leaderboard.csv` (with this `baseline`), if any."""
     runs_dir = Path(results_dir) / "runs"
     records = load_records(runs_dir)
     page = Path(path).resolve()
     run_pages = write_run_pages(runs_dir, [rec.run_id for rec in records.current], page.parent / "runs", back=page)
-    atomic_write(page, render(records, page.parent, baseline, run_pages))
+    atomic_write(page, render(records, page.parent, baseline, run_pages, table))
     return page
 
 
+def board_table(records: Records, baseline: str | None) -> pd.DataFrame:
+    """The leaderboard table the page shows: the one `leaderboard.csv` is written from, with the worst case."""
+    return with_worst_case(leaderboard_table(records, baseline), worst_cases(records.runs_dir))
+
+
+def page_baseline(records: Records, baseline: str | None) -> str | None:
+    """The model verdicts are against: `baseline`, else DEFAULT_BASELINE when some record has it."""
+    if baseline is not None:
+        return baseline
+    return DEFAULT_BASELINE if any(rec.spec.get("model") == DEFAULT_BASELINE for rec in records.current) else None
+
+
 def render(records: Records, page_dir: Path, baseline: str | None = None,
-           run_pages: dict[str, Path] | None = None) -> str:
+           run_pages: dict[str, Path] | None = None, table: pd.DataFrame | None = None) -> str:
     """The leaderboard page; each seed links to its run's page in `run_pages`, else to its JSON record."""
     frame = frame_of(records.current)
-    table = leaderboard_table(records, baseline)
+    baseline = page_baseline(records, baseline)
+    if table is None or (baseline is not None and "robust_accuracy_diff" not in table.columns):
+        table = board_table(records, baseline)
+    elif "worst_case_accuracy_mean" not in table.columns:
+        table = with_worst_case(table, worst_cases(records.runs_dir))
     by_id = {rec.run_id: rec for rec in records.current}
-    runs_dir = records.runs_dir.resolve()
     tasks = sorted(frame["task"].unique())
-    sections = [_task_section(task, frame[frame["task"] == task], table[table["task"] == task], by_id, runs_dir,
-                              page_dir, baseline, run_pages or {}) for task in tasks]
+    sections = [_section(task, frame[frame["task"] == task], table[table["task"] == task], by_id,
+                         records.runs_dir.resolve(), page_dir, baseline, run_pages or {}) for task in tasks]
     return _templates().get_template("leaderboard.html.j2").render(
-        records=len(frame), tasks=len(tasks), sections=sections, skipped=records.older, baseline=baseline)
+        records=len(frame), sections=sections, skipped=records.older)
 
 
 @cache
@@ -144,7 +210,6 @@ def _templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("robench.report", "templates"), autoescape=False,
                              finalize=_escape, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["fixed"] = lambda value, digits=1: f"{value:.{digits}f}"
-    env.globals["g"] = GEOMETRY
     return env
 
 
@@ -153,144 +218,374 @@ def _escape(value: Any) -> str:
     return value if isinstance(value, Markup) else escape(str(value))
 
 
-def _task_section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dict[str, RunRecord],
-                  runs_dir: Path, page_dir: Path, baseline: str | None, run_pages: dict[str, Path]) -> Section:
-    """One row per model setting (ROW_KEYS), one column per attack setting (attack and its label)."""
+# ---------------------------------------------------------------- rows
+
+def _section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dict[str, RunRecord], runs_dir: Path,
+             page_dir: Path, baseline: str | None, run_pages: dict[str, Path]) -> Section:
     variant_of = {r.setting_id: (r.attack, r.attack_label) for r in runs.itertuples()}
-    variants = sorted(set(variant_of.values()), key=lambda v: (v[0] != "advglue", v))
+    variants = sorted(set(variant_of.values()), key=lambda v: (v[0] not in REPLAYS, v[0], v[1]))
+    names = _attack_names(variants)
+    rows = _rows(runs, agg, records, variants, variant_of)
+    if baseline is not None and not any(r.model == baseline for r in rows):
+        baseline = None  # this task has no baseline row: no verdicts
+    rank_by = _rank(rows)
+    shared = _shared(rows, records, runs)
+    _label_rows(rows, records, runs)
+    for i, row in enumerate(rows):
+        row.color, row.shape = PALETTE[i % len(PALETTE)], SHAPES[(i // len(PALETTE)) % len(SHAPES)]
+    certified = any(r.certified for r in rows)
+    validity = {v for r in rows for v in r.validity}
+    columns = [Column("Rank", f"by {rank_by}, highest first; equal values share a rank. Ranks inside each "
+                              "other's intervals are not distinguishable"),
+               Column("Model", "defence, and what its setting differs in from the defaults and from the other "
+                               "rows (hover the name, or open “setting”, for the full resolved setting)", "text"),
+               Column("Clean", "accuracy on the task's whole dev split, mean ± std over seeds (%)")]
+    versus = f"; ▲ / ▼ / ≈: the verdict of the paired comparison with {baseline}" if baseline else ""
+    for v in variants:
+        audit = "; then the share of its swaps that are listed synonyms or inflections, and antonyms " \
+                "(validity audit)" if v in validity else ""
+        columns.append(Column(names[v], f"accuracy under {names[v]}, mean [95% interval over seeds and "
+                                        f"examples] (%){versus}{audit}; links: each seed's run page"))
+    columns.append(Column("Worst case", "accuracy when an example counts only if no word-level attack broke it "
+                                        "(robench.report.worstcase), mean over seeds [95% interval], or ± std; "
+                                        "⚑: masking flags"))
+    if certified:
+        columns.append(Column("Certified", "certified accuracy: examples whose prediction provably holds under "
+                                           "the defence's perturbation set, mean over seeds (%)"))
+    columns += [Column("Seeds", "training seeds aggregated"),
+                Column("Examples", "attacked examples per seed, per attack in column order")]
+    cells = [_cells(row, variants, names, baseline, certified, runs_dir, page_dir, run_pages) for row in rows]
+    return Section(task=task, slug=_slug(task), shared=shared, rank_by=rank_by, baseline=baseline,
+                   columns=columns, rows=cells, scatter=scatter_plot(task, rows, rank_by),
+                   dots=[dot_plot(task, rows, v, names[v], baseline) for v in variants])
+
+
+def _attack_names(variants: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Column names: the attack's display name, plus its setting label when the attack appears more than once."""
     attacks = [a for a, _ in variants]
-    raw = {v: v[0] + (f" {v[1]}" if attacks.count(v[0]) > 1 and v[1] else "") for v in variants}  # in links
-    vname = {v: _attack_name(v[0]) + raw[v][len(v[0]):] for v in variants}  # in headers and plots
-    settings = sorted({tuple(row) for row in runs[ROW_KEYS].itertuples(index=False)})
-    label = _labeller(settings)
-    per_seed = runs.groupby(ROW_KEYS + ["seed"], dropna=False)[["dev_accuracy", "train_seconds"]].first()
-    clean = per_seed.groupby(level=list(range(len(ROW_KEYS))), dropna=False).agg(["mean", "std", "count"])
-    stats = {(r["model_setting_id"], *variant_of[r["setting_id"]]): r for _, r in agg.iterrows()}
+    return {v: ATTACK_NAMES.get(v[0], v[0]) + (f" {v[1]}" if attacks.count(v[0]) > 1 and v[1] else "")
+            for v in variants}
 
-    def has(metric: str, variant: tuple[str, str]) -> bool:
-        return any(pd.notna(stats.get((s[-1], *variant), {}).get(f"{metric}_mean")) for s in settings)
 
-    success = [v for v in variants if has("attack_success_rate", v)]
-    queries = [v for v in variants if has("avg_queries", v)]
-    versus = f"; marked where the paired difference from {baseline} is significant" if baseline else ""
-    columns = [Column("Model", "defense (architecture+objective)"),
-               Column("Setting", "what differs from the defaults: model parameters, training, data source"),
-               Column("Backbone", "encoder fine-tuned"),
-               Column("Train size", "fine-tuning examples per seed"), Column("Seeds", "seeds aggregated"),
-               Column("Clean acc.", "accuracy on the task's whole dev split, mean ± std over seeds (%)")]
-    columns += [Column(vname[v] + " acc.", f"accuracy under {vname[v]}, mean [95% interval over seeds and "
-                                           f"examples] (%){versus}") for v in variants]
-    columns += [Column(f"{vname[v]} success", f"attack success rate of {vname[v]}: successes / correctly "
-                                              "classified, mean [95% interval] (%)") for v in success]
-    columns += [Column(f"{vname[v]} queries", f"average model queries per attacked example ({vname[v]})")
-                for v in queries]
-    columns += [Column("Train time (s)", "fine-tuning wall time per checkpoint, mean ± std over seeds"),
-                Column("Resources", "backbone, data, device and attack resources (including substitutes)"),
-                Column("Records", "each run's adversarial examples (or its record), by attack and seed")]
-
+def _rows(runs: pd.DataFrame, agg: pd.DataFrame, records: dict[str, RunRecord], variants, variant_of
+          ) -> list[BoardRow]:
     rows = []
-    for setting in settings:
-        c = clean.loc[setting]
-        model, model_label, backbone, train_size, model_setting = setting
-        cells = [_text(model, model), _text(model_label or "default", model_label or "default"),
-                 _text(backbone, backbone), _text(train_size, "Infinity" if train_size == "full" else train_size)]
-        seeds = str(int(c[("dev_accuracy", "count")]))
-        cells.append(_text(seeds, seeds))
-        cells.append(_stat(c[("dev_accuracy", "mean")], c[("dev_accuracy", "std")], True))
-        for metric, names, percent in (("robust_accuracy", variants, True), ("attack_success_rate", success, True),
-                                       ("avg_queries", queries, False)):
-            for variant in names:
-                row = stats.get((model_setting, *variant), {})
-                cell = _stat(row.get(f"{metric}_mean"), row.get(f"{metric}_std"), percent,
-                             row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high"))
-                cells.append(_marked(cell, row, baseline) if metric == "robust_accuracy" else cell)
-        cells.append(_stat(c[("train_seconds", "mean")], c[("train_seconds", "std")], False))
-        mine = runs[runs["model_setting_id"] == model_setting]
-        ids = list(mine.sort_values(["attack", "seed"])["run_id"])
-        cells.append(TableCell(_resources([records[i] for i in ids]), ""))
-        cells.append(TableCell(_links(mine, variants, raw, runs_dir, page_dir, run_pages), ""))
-        rows.append(cells)
-
-    points = [(label(s), vname[v], stats[(s[-1], *v)]) for s in settings for v in variants if (s[-1], *v) in stats]
-    clean_of = {label(s): clean.loc[s][("dev_accuracy", "mean")] for s in settings}
-    names = [vname[v] for v in variants]
-    return Section(
-        task=task, slug=_slug(task), columns=columns, rows=rows,
-        scatter=scatter_plot(task, [(m, a, clean_of[m], p["robust_accuracy_mean"]) for m, a, p in points], names),
-        bars=bars_plot(task, [(m, a, p["robust_accuracy_mean"], _whisker(p)) for m, a, p in points],
-                       [label(s) for s in settings], names))
+    for key, mine in runs.groupby("model_setting_id", sort=True):
+        table = agg[agg["model_setting_id"] == key]
+        first = table.iloc[0] if len(table) else {}
+        per_seed = mine.drop_duplicates("seed")
+        attacks = {variant_of[r["setting_id"]]: r.to_dict() for _, r in table.iterrows()}
+        runs_of = {v: [(int(s), rid) for s, rid in sorted(zip(g["seed"], g["run_id"]))]
+                   for v, g in mine.groupby(["attack", "attack_label"])}
+        worst = {k: first.get(f"worst_case_accuracy_{k}") for k in ("mean", "std", "ci_low", "ci_high")}
+        worst["flags"] = first.get("masking_flags") if isinstance(first.get("masking_flags"), str) else ""
+        recs = [records[rid] for rid in mine["run_id"]]
+        rows.append(BoardRow(
+            model=str(mine["model"].iloc[0]), key=str(key), label="", full=[],
+            seeds=sorted(int(s) for s in per_seed["seed"]),
+            clean=(_num(per_seed["dev_accuracy"].mean()), _num(per_seed["dev_accuracy"].std())),
+            train_seconds=_num(per_seed["train_seconds"].mean()) if "train_seconds" in per_seed else None,
+            attacks=attacks, worst=worst, certified=_certified(table, recs), validity=_validity(attacks),
+            runs=runs_of))
+    return rows
 
 
-def _whisker(row) -> tuple[float, float] | None:
-    """The interval a bar's whisker spans: the 95% interval, or mean ± std without per-example data."""
-    low, high = row.get("robust_accuracy_ci_low"), row.get("robust_accuracy_ci_high")
-    if low is not None and pd.notna(low):
+def _num(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _certified(table: pd.DataFrame, recs: list[RunRecord]) -> dict[str, Any] | None:
+    """Certified accuracy: the leaderboard's column when it has one, else the records' metric (mean, std over
+    the seeds that report it)."""
+    if "certified_accuracy_mean" in table.columns and table["certified_accuracy_mean"].notna().any():
+        row = table[table["certified_accuracy_mean"].notna()].iloc[0]
+        return {k: row.get(f"certified_accuracy_{k}") for k in ("mean", "std", "ci_low", "ci_high")}
+    values = {rec.spec.get("seed"): rec.metrics.get("certified_accuracy") for rec in recs
+              if isinstance(rec.metrics.get("certified_accuracy"), (int, float))}
+    if not values:
+        return None
+    series = pd.Series(list(values.values()), dtype=float)
+    return {"mean": series.mean(), "std": series.std(), "ci_low": None, "ci_high": None}
+
+
+def _validity(attacks: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], dict[str, float]]:
+    """Per attack variant: the leaderboard's validity-audit columns (robench.report.validity), mean over seeds."""
+    out = {}
+    for variant, row in attacks.items():
+        shares = {cls: float(row[f"{col}_mean"]) for col, cls in VALIDITY_COLUMNS.items()
+                  if pd.notna(row.get(f"{col}_mean"))}
+        if pd.notna(row.get("antonym_example_rate_mean")):
+            shares["antonym_examples"] = float(row["antonym_example_rate_mean"])
+        if shares:
+            out[variant] = shares
+    return out
+
+
+def _rank(rows: list[BoardRow]) -> str:
+    """Sort `rows` best first and give each its rank (equal values share one); return what the rank is by."""
+    worst = all(pd.notna(r.worst["mean"]) for r in rows)
+    for r in rows:
+        lowest = [a["robust_accuracy_mean"] for v, a in r.attacks.items() if pd.notna(a.get("robust_accuracy_mean"))]
+        r.rank_value = float(r.worst["mean"]) if worst else (min(lowest) if lowest else float("nan"))
+    rows.sort(key=lambda r: (math.isnan(r.rank_value), -r.rank_value if not math.isnan(r.rank_value) else 0,
+                             -r.clean[0] if not math.isnan(r.clean[0]) else 0, r.model, r.key))
+    for r in rows:
+        if not math.isnan(r.rank_value):
+            r.rank = 1 + sum(o.rank_value > r.rank_value + 1e-12 for o in rows if not math.isnan(o.rank_value))
+    return "worst-case accuracy under attack" if worst else "the lowest accuracy under a single attack"
+
+
+# ---------------------------------------------------------------- settings: shared once, differences per row
+
+def _facets(rec: RunRecord, default_params: dict[str, Any] | None) -> dict[str, str]:
+    """A model setting as comparable facets: backbone, train size, each training value, data source, and each
+    model parameter that differs from the model's defaults (`param:NAME`)."""
+    spec, hyper = rec.spec, rec.hyperparameters or {}
+    facets = {"backbone": str(spec.get("backbone")),
+              "train size": "whole split" if spec.get("train_size") is None else f"{spec['train_size']:,}"}
+    for k, v in sorted((spec.get("train") or {}).items()):
+        facets[f"train:{k}"] = _value(v)
+    facets["data"] = str(spec.get("data_source", "local"))
+    for k, v in sorted((hyper.get("model") or {}).items()):
+        if default_params is None or _plain(default_params.get(k)) != _plain(v):
+            facets[f"param:{k}"] = _value(v)
+    return facets
+
+
+def _default_params(model: str) -> dict[str, Any] | None:
+    from robench.report.identity import resolved_model_params
+
+    try:
+        return resolved_model_params({"model": model})
+    except Exception:  # noqa: BLE001 - a plugin that is not installed here: every parameter counts as changed
+        return None
+
+
+def _shared(rows: list[BoardRow], records: dict[str, RunRecord], runs: pd.DataFrame) -> list[str]:
+    """What every row shares (said once above the table): backbone, train size, training values that differ
+    from the defaults, data source, and each attack's settings."""
+    facets = [_row_facets(r, records, runs) for r in rows]
+    common = {k: v for k, v in facets[0].items() if all(f.get(k) == v for f in facets[1:])} if facets else {}
+    defaults = {k: _value(v) for k, v in TrainConfig().__dict__.items()}
+    train = [f"{k[6:]}={v}" for k, v in common.items() if k.startswith("train:") and defaults.get(k[6:]) != v]
+    out = [f"backbone {common['backbone']}"] if "backbone" in common else []
+    if "train size" in common:
+        out.append(f"{common['train size']} training examples")
+    if train:
+        out.append("training " + " ".join(train) + " (defaults otherwise)")
+    if common.get("data", "local") != "local":
+        out.append(f"data from the {common['data']}")
+    attack_labels = sorted({(a, lab) for a, lab in zip(runs["attack"], runs["attack_label"]) if lab})
+    out += [f"{ATTACK_NAMES.get(a, a)}: {lab}" for a, lab in attack_labels]
+    return out
+
+
+def _row_facets(row: BoardRow, records: dict[str, RunRecord], runs: pd.DataFrame) -> dict[str, str]:
+    rid = runs[runs["model_setting_id"] == row.key]["run_id"].iloc[0]
+    return _facets(records[rid], _default_params(row.model))
+
+
+def _label_rows(rows: list[BoardRow], records: dict[str, RunRecord], runs: pd.DataFrame) -> None:
+    """Each row's short label (its model parameters changed from the defaults, and whatever else varies between
+    rows) and its full resolved setting."""
+    facets = {r.key: _row_facets(r, records, runs) for r in rows}
+    varying = {k for f in facets.values() for k in f if len({g.get(k) for g in facets.values()}) > 1}
+    for r in rows:
+        f = facets[r.key]
+        parts = [f"{k[6:]}={v}" for k, v in f.items() if k.startswith("param:")]
+        parts += [f"{k.removeprefix('train:')}={v}" if k.startswith("train:") else f"{k} {v}"
+                  for k, v in f.items() if k in varying and not k.startswith("param:")]
+        r.label = " ".join(parts)
+        rec = records[runs[runs["model_setting_id"] == r.key]["run_id"].iloc[0]]
+        hyper = rec.hyperparameters or {}
+        r.full = [("model", r.model),
+                  ("model parameters", " ".join(f"{k}={_value(v)}" for k, v in sorted((hyper.get("model") or {})
+                                                                                         .items())) or "none"),
+                  ("backbone", _backbone(rec)), ("train size", f["train size"]),
+                  ("training", " ".join(f"{k}={_value(v)}" for k, v in sorted((rec.spec.get("train") or {}).items()))),
+                  ("data", _data(rec)), ("seeds", " ".join(map(str, r.seeds))),
+                  ("train time per checkpoint", "–" if r.train_seconds is None or math.isnan(r.train_seconds)
+                   else f"{r.train_seconds:.0f} s"),
+                  ("model setting id", r.key)]
+        device = (rec.resources or {}).get("device")
+        if device is not None:
+            r.full.append(("device", str(device)))
+
+
+def _backbone(rec: RunRecord) -> str:
+    info = (rec.resources or {}).get("backbone") or {}
+    name = info.get("name") or rec.spec.get("backbone")
+    return f"{name} ({info['fingerprint']})" if info.get("fingerprint") else str(name)
+
+
+def _data(rec: RunRecord) -> str:
+    info = (rec.resources or {}).get("data") or {}
+    source = str(info.get("source") or rec.spec.get("data_source", "local"))
+    return f"{source} ({info['fingerprint']})" if info.get("fingerprint") else source
+
+
+def _plain(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(_value(v) for v in value)
+    if isinstance(value, float) and value != 0 and abs(value) < 1e-3:
+        mantissa, exponent = f"{value:e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# ---------------------------------------------------------------- cells
+
+def _pct(value: Any, digits: int = 1) -> str:
+    return f"{100 * float(value):.{digits}f}"
+
+
+def _interval(stats: dict[str, Any], prefix: str) -> tuple[float, float] | None:
+    """The 95% interval of `prefix`, or mean ± std when there is no per-example interval; None without either."""
+    low, high = stats.get(f"{prefix}_ci_low"), stats.get(f"{prefix}_ci_high")
+    if low is not None and pd.notna(low) and high is not None and pd.notna(high):
         return float(low), float(high)
-    mean, std = row.get("robust_accuracy_mean"), row.get("robust_accuracy_std")
-    return (mean - std, mean + std) if pd.notna(std) else None
+    mean, std = stats.get(f"{prefix}_mean"), stats.get(f"{prefix}_std")
+    if mean is not None and pd.notna(mean) and std is not None and pd.notna(std):
+        return float(mean) - float(std), float(mean) + float(std)
+    return None
 
 
-def _marked(cell: TableCell, row, baseline: str | None) -> TableCell:
-    """Append ▲ / ▼ to an accuracy-under-attack cell whose paired difference from the baseline is significant."""
-    diff = row.get("robust_accuracy_diff") if baseline else None
+def _spread(stats: dict[str, Any], prefix: str) -> str:
+    """"[low, high]" (95% interval) or "± std"; "" without either."""
+    low, high = stats.get(f"{prefix}_ci_low"), stats.get(f"{prefix}_ci_high")
+    if low is not None and pd.notna(low) and high is not None and pd.notna(high):
+        return f"[{_pct(low)}, {_pct(high)}]"
+    std = stats.get(f"{prefix}_std")
+    return f"± {_pct(std)}" if std is not None and pd.notna(std) else ""
+
+
+def verdict(row: dict[str, Any], baseline: str) -> tuple[str, str, str] | None:
+    """(css class, symbol, tooltip) of a cell's comparison with the baseline, or None when it has none.
+
+    The comparison is the leaderboard table's (`robench.report.leaderboard.with_baseline`): its verdict column
+    `robust_accuracy_verdict` when the table has one, else the rule of `robench.report.compare.Comparison`
+    (the paired 95% interval of the difference excludes 0)."""
+    diff = row.get("robust_accuracy_diff")
     if diff is None or pd.isna(diff):
-        return cell
+        return None
+    tip = f"{format_difference(row)} points vs {baseline}"
+    said = row.get("robust_accuracy_verdict")
+    if isinstance(said, str) and said:
+        tip += f": {said}"
+        text = said.lower()
+        if "more robust" in text:
+            return "up", "▲", tip
+        if "less robust" in text:
+            return "down", "▼", tip
+        if "not distinguishable" in text:
+            return "same", "≈", tip
+        return "unsure", "?", tip
     low, high = row["robust_accuracy_diff_ci_low"], row["robust_accuracy_diff_ci_high"]
     if low <= 0 <= high:
-        return cell
-    tip = format_difference(row) + f" points vs {baseline}"
-    mark = f'<span class="sig {"up" if diff > 0 else "down"}" title="{escape(tip)}">{"▲" if diff > 0 else "▼"}</span>'
-    return TableCell(Markup(f"{cell.html} {mark}"), cell.sort)
+        return "same", "≈", tip + ": not distinguishable"
+    return ("up", "▲", tip + ": more robust") if diff > 0 else ("down", "▼", tip + ": less robust")
 
 
-def _labeller(settings: list[tuple]):
-    """Chart labels: the model name, plus its setting label, backbone, train size where the task has several."""
-    varying = [i for i in (2, 3) if len({s[i] for s in settings}) > 1]
+def _cells(row: BoardRow, variants, names, baseline: str | None, certified: bool, runs_dir: Path, page_dir: Path,
+           run_pages: dict[str, Path]) -> list[TableCell]:
+    rank = "–" if row.rank is None else str(row.rank)
+    cells = [TableCell(Markup(escape(rank)), "" if row.rank is None else str(row.rank))]
+    cells.append(TableCell(_model_cell(row, baseline), row.name, "text"))
+    mean, std = row.clean
+    clean = "–" if math.isnan(mean) else _pct(mean) + ("" if math.isnan(std) else f" ± {_pct(std)}")
+    tip = "" if row.train_seconds is None or math.isnan(row.train_seconds) else \
+        f"fine-tuning: {row.train_seconds:.0f} s per checkpoint (mean over seeds)"
+    cells.append(TableCell(Markup(f'<span title="{escape(tip)}">{escape(clean)}</span>'),
+                           "" if math.isnan(mean) else repr(mean)))
+    for v in variants:
+        cells.append(_attack_cell(row, v, names[v], baseline, runs_dir, page_dir, run_pages))
+    cells.append(_worst_cell(row))
+    if certified:
+        cells.append(_value_cell({f"c_{k}": v for k, v in (row.certified or {}).items()}, "c"))
+    cells.append(TableCell(Markup(escape(str(len(row.seeds)))), str(len(row.seeds))))
+    examples = [row.attacks[v].get("examples") for v in variants if v in row.attacks]
+    shown = [str(int(e)) for e in examples if e is not None and pd.notna(e)]
+    distinct = list(dict.fromkeys(shown))
+    tip = ", ".join(f"{names[v]} {int(row.attacks[v]['examples'])}" for v in variants
+                    if v in row.attacks and pd.notna(row.attacks[v].get("examples")))
+    cells.append(TableCell(Markup(f'<span title="{escape(tip)}">{escape(" / ".join(distinct) or "–")}</span>'),
+                           distinct[0] if len(distinct) == 1 else ""))
+    return cells
 
-    def label(s: tuple) -> str:
-        model, setting = str(s[0]), str(s[1])
-        head = setting if setting.startswith(model + "[") else " ".join(p for p in (model, setting) if p)
-        return " ".join([head] + [f"{ROW_KEYS[i]}={s[i]}" for i in varying])
-    return label
+
+def _model_cell(row: BoardRow, baseline: str | None) -> Markup:
+    full = "; ".join(f"{k}: {v}" for k, v in row.full)
+    items = "".join(f"<li><b>{escape(k)}</b> {escape(v)}</li>" for k, v in row.full)
+    base = ' <span class="base" title="the baseline of the verdicts">baseline</span>' \
+        if baseline is not None and row.model == baseline else ""
+    label = f'<span class="label">{escape(row.label)}</span>' if row.label else ""
+    swatch = f'<span class="swatch" style="background:{row.color}"></span>'
+    return Markup(f'{swatch}<span class="name"><b title="{escape(full)}">{escape(row.model)}</b>{base} {label}</span>'
+                  f'<details class="full"><summary title="the full resolved setting">setting</summary>'
+                  f'<ul>{items}</ul></details>')
 
 
-def _attack_name(attack: str) -> str:
-    return "AdvGLUE" if attack == "advglue" else attack
+def _attack_cell(row: BoardRow, variant, name: str, baseline: str | None, runs_dir: Path, page_dir: Path,
+                 run_pages: dict[str, Path]) -> TableCell:
+    stats = row.attacks.get(variant)
+    if not stats or pd.isna(stats.get("robust_accuracy_mean")):
+        return TableCell(Markup("–"), "")
+    mean = float(stats["robust_accuracy_mean"])
+    head = [f'<span class="v">{_pct(mean)}</span>']
+    if baseline is not None and (said := verdict(stats, baseline)) is not None:
+        cls, symbol, tip = said
+        head.append(f'<span class="sig {cls}" title="{escape(tip)}">{symbol}</span>')
+    spread = _spread(stats, "robust_accuracy")
+    details = [f"{name}: accuracy under attack {_pct(mean)}% {spread}".rstrip()]
+    for metric, text in (("attack_success_rate", "success rate"), ("clean_accuracy", "clean on the attacked "
+                                                                                       "examples")):
+        if pd.notna(stats.get(f"{metric}_mean")):
+            details.append(f"{text} {_pct(stats[f'{metric}_mean'])}% {_spread(stats, metric)}".rstrip())
+    if pd.notna(stats.get("avg_queries_mean")):
+        details.append(f"{float(stats['avg_queries_mean']):.1f} queries per example")
+    if spread:
+        head.append(f'<span class="ci">{escape(spread)}</span>')
+    extra = []
+    audit = row.validity.get(variant)
+    if audit:
+        valid = audit.get("synonym", 0.0) + audit.get("inflection", 0.0)
+        antonym = audit.get("antonym")
+        tip = ", ".join(f"{c} {_pct(audit[c])}%" for c in VALIDITY if c in audit)
+        if "antonym_examples" in audit:
+            tip += f"; examples with an antonym swap {_pct(audit['antonym_examples'])}%"
+        warn = " warn" if antonym else ""
+        text = f"valid {_pct(valid, 0)}%" + (f" · ant. {_pct(antonym)}%" if antonym is not None else "")
+        extra.append(f'<span class="audit{warn}" title="swaps: {escape(tip)}">{escape(text)}</span>')
+        details.append(f"swaps: {tip}")
+    links = _links(row.runs.get(variant, []), runs_dir, page_dir, run_pages)
+    if links:
+        extra.append(f'<span class="runs">{links}</span>')
+    return TableCell(Markup(f'<span title="{escape(chr(10).join(details))}">' + "".join(head) + "</span>"
+                            + "".join(extra)), repr(mean))
 
 
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() else "-" for ch in text)
-
-
-def _text(value: Any, sort: str) -> TableCell:
-    return TableCell(Markup(escape(str(value))), sort)
-
-
-def _stat(mean, std, percent: bool, low=None, high=None) -> TableCell:
-    """"mean [low, high]" when the interval is known, else "mean ± std"; sorted by the mean."""
+def _value_cell(stats: dict[str, Any], prefix: str, mark: str = "") -> TableCell:
+    """A percentage with its interval (or ± std) on a second line; "–" without a value."""
+    mean = stats.get(f"{prefix}_mean")
     if mean is None or pd.isna(mean):
         return TableCell(Markup("–"), "")
-    text = format_interval(mean, low, high, percent) if low is not None and pd.notna(low) else \
-        format_mean_std(mean, std, percent)
-    return _text(text, repr(float(mean)))
+    spread = _spread(stats, prefix)
+    return TableCell(Markup(f'<span class="v">{_pct(mean)}</span>{mark}'
+                            + (f'<span class="ci">{escape(spread)}</span>' if spread else "")), repr(float(mean)))
 
 
-def _resources(recs: list[RunRecord]) -> Markup:
-    """A collapsed list of every resource the row's records name (backbone, data, device, attack resources)."""
-    items: dict[str, str] = {}
-    for rec in recs:
-        res = rec.resources
-        backbone = res.get("backbone") or {}
-        items["backbone"] = f"{backbone.get('name', '')} ({backbone.get('fingerprint', '')})"
-        if res.get("device") is not None:
-            items["device"] = str(res["device"])
-        data = res.get("data") or {}
-        items["data"] = str(data.get("source", ""))
-        for key, value in (res.get("attack") or {}).items():
-            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-            items[f"{rec.spec.get('attack')}: {key}"] = text
-    summary = items.get("device", "") or (recs[0].resources.get("backbone") or {}).get("name", "resources")
-    return Markup(_templates().get_template("_resources.html.j2").render(summary=summary, items=items))
+def _worst_cell(row: BoardRow) -> TableCell:
+    w = row.worst
+    flags = f' <span class="flag" title="masking flags: {escape(w["flags"].replace(";", ", "))}">⚑</span>' \
+        if w.get("flags") else ""
+    return _value_cell({f"w_{k}": w.get(k) for k in ("mean", "std", "ci_low", "ci_high")}, "w", flags)
 
 
 def record_href(runs_dir: Path, run_id: Any, page_dir: Path) -> str | None:
@@ -302,78 +597,229 @@ def record_href(runs_dir: Path, run_id: Any, page_dir: Path) -> str | None:
     return None if urlsplit(href).scheme or href.startswith("/") else href
 
 
-def _links(runs: pd.DataFrame, variants: list[tuple[str, str]], names: dict[tuple[str, str], str],
-           runs_dir: Path, page_dir: Path, run_pages: dict[str, Path]) -> Markup:
-    """Per attack setting, a link to each seed's run page (or record, when it has no per-example results),
-    relative to the page."""
-    groups = []
-    for variant in variants:
-        mine = runs[(runs["attack"] == variant[0]) & (runs["attack_label"] == variant[1])].sort_values("seed")
-        links = []
-        for rid, seed in zip(mine["run_id"], mine["seed"]):
-            if (href := record_href(runs_dir, rid, page_dir)) is None:
-                continue  # not a plain file name of an existing record: no link
-            if rid in run_pages:
-                href = quote(Path(os.path.relpath(run_pages[rid], page_dir)).as_posix())
-            links.append((href, int(seed)))
-        if links:
-            groups.append((names[variant], links))
-    return Markup(_templates().get_template("_links.html.j2").render(groups=groups))
+def _links(runs: list[tuple[int, str]], runs_dir: Path, page_dir: Path, run_pages: dict[str, Path]) -> str:
+    """A link to each seed's run page (or its record, when it has no per-example results), relative to the page."""
+    links = []
+    for seed, rid in runs:
+        if (href := record_href(runs_dir, rid, page_dir)) is None:
+            continue  # not a plain file name of an existing record: no link
+        if rid in run_pages:
+            href = quote(Path(os.path.relpath(run_pages[rid], page_dir)).as_posix())
+        links.append(f'<a href="{escape(href)}" title="run {escape(rid)}">s{seed}</a>')
+    return " ".join(links)
 
 
-# ---------------------------------------------------------------- SVG plots (percent axes, 0-100)
-
-def _x(v: float, lo: float = 0.0) -> float:
-    return LEFT + (v - lo) / (1 - lo) * (W - LEFT - RIGHT)
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in text)
 
 
-def _y(v: float) -> float:
-    return H - BOTTOM - v * (H - TOP - BOTTOM)
+# ---------------------------------------------------------------- text geometry
+
+def text_width(text: str, cls: str) -> float:
+    """An upper estimate of `text`'s rendered width in pixels (DejaVu Sans advance widths, rounded up)."""
+    size = FONT_SIZE[cls]
+    em = sum(0.34 if ch in _NARROW else 1.0 if ch in _WIDE else 0.84 if ch in "=+<>~^" else
+             0.78 if ch.isupper() else 0.66 if ch.isdigit() else 0.64 for ch in text)
+    return em * size * (1.1 if cls == "title" else 1.0) + 2
 
 
-def _plot(kind: str, task: str, title: str, xlabel: str, xlo: float | None, legend: dict[str, str],
-          marks: list[Any], diagonal: tuple[float, float, float, float] | None = None) -> Plot:
-    """Y ticks 0-100 every 20; x ticks from `xlo` to 100 (none when `xlo` is None); legend entries in order."""
-    xticks = [] if xlo is None else [(t, _x(t / 100, xlo)) for t in range(round(100 * xlo), 101,
-                                                                          20 if xlo < 0.5 else 10)]
-    return Plot(kind=kind, slug=_slug(task), title=title, xlabel=xlabel, ylabel="accuracy under attack (%)",
-                yticks=[(t, _y(t / 100)) for t in range(0, 101, 20)], xticks=xticks,
-                legend=[(name, color, TOP + 10 + 18 * i) for i, (name, color) in enumerate(legend.items())],
-                marks=marks, diagonal=diagonal)
+def text_box(t: Text) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1) that the text surely lies in (baseline at y; ascent 0.95 em, descent 0.3 em)."""
+    size, width = FONT_SIZE[t.cls], text_width(t.text, t.cls)
+    x0 = t.x - width if t.anchor == "end" else t.x - width / 2 if t.anchor == "middle" else t.x
+    if t.rotate:  # rotated -90 degrees about (x, y): the text runs upwards
+        return t.x - 0.95 * size, t.y - (x0 - t.x) - width, t.x + 0.3 * size, t.y - (x0 - t.x)
+    return x0, t.y - 0.95 * size, x0 + width, t.y + 0.3 * size
 
 
-def scatter_plot(task: str, points: list[tuple[str, str, float, float]], attacks: list[str]) -> Plot:
-    """One point per (model, attack): x = clean accuracy, y = accuracy under that attack."""
-    colors = {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(attacks)}
-    points = [p for p in points if pd.notna(p[2]) and pd.notna(p[3])]
-    lowest = min((p[2] for p in points), default=0.0)  # zoom the x axis to the clean accuracies (steps of 10%)
-    xlo = max(0.0, min(0.8, math.floor(10 * lowest - 0.5) / 10))
-    marks = [Point(_x(clean, xlo), _y(robust), colors[attack],
-                   f"{model} / {attack}: clean {100 * clean:.1f}%, robust {100 * robust:.1f}%", model)
-             for model, attack, clean, robust in points]
-    return _plot("scatter", task, f"{task}: clean vs robust accuracy", "clean accuracy (%)", xlo,
-                 {_attack_name(a): c for a, c in colors.items()}, marks,
-                 diagonal=(_x(xlo, xlo), _y(xlo), _x(1, xlo), _y(1)))
+def overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float, float], pad: float = 1.0) -> bool:
+    return a[0] < b[2] + pad and b[0] < a[2] + pad and a[1] < b[3] + pad and b[1] < a[3] + pad
 
 
-def bars_plot(task: str, bars: list[tuple[str, str, float, tuple[float, float] | None]], models: list[str],
-              attacks: list[str]) -> Plot:
-    """Grouped bars: one group per attack, one bar per model; whiskers span the given (low, high) interval."""
-    colors = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
-    group = (W - LEFT - RIGHT) / max(len(attacks), 1)
-    width = group * 0.8 / max(len(models), 1)
-    values = {(m, a): (mean, span) for m, a, mean, span in bars}
-    groups = []
-    for gi, attack in enumerate(attacks):
-        x0 = LEFT + gi * group + group * 0.1
-        drawn = []
-        for mi, model in enumerate(models):
-            mean, span = values.get((model, attack), (float("nan"), None))
-            if pd.isna(mean):
+def fit(text: str, cls: str, width: float) -> str:
+    """`text`, cut with an ellipsis to fit `width` pixels."""
+    if text_width(text, cls) <= width:
+        return text
+    while text and text_width(text + "…", cls) > width:
+        text = text[:-1]
+    return text.rstrip() + "…"
+
+
+# ---------------------------------------------------------------- axes
+
+def nice_axis(low: float, high: float, ticks: int = 5, floor: float = 0.0, ceiling: float = 1.0
+              ) -> tuple[float, float, list[float]]:
+    """An axis (fractions) covering [low, high] with about `ticks` round steps (0.5, 1, 2, 5, 10, 20 points),
+    inside [floor, ceiling]."""
+    if math.isnan(low) or math.isnan(high):
+        low, high = floor, ceiling
+    span = max(high - low, 0.01)
+    step = next((s for s in (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.25) if span / s <= ticks), 0.25)
+    lo = max(floor, math.floor(low / step + 1e-9) * step)
+    hi = min(ceiling, math.ceil(high / step - 1e-9) * step)
+    if hi <= lo:
+        hi = min(ceiling, lo + step)
+        lo = hi - step
+    count = round((hi - lo) / step)
+    return lo, hi, [lo + i * step for i in range(count + 1)]
+
+
+def _tick_label(value: float, step: float) -> str:
+    return f"{100 * value:.1f}" if step < 0.01 - 1e-12 else f"{100 * value:.0f}"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A plot area: pixel box and the data ranges of its axes."""
+
+    left: float
+    top: float
+    right: float
+    bottom: float
+    x: tuple[float, float]
+    y: tuple[float, float]
+
+    def px(self, v: float) -> float:
+        return self.left + (v - self.x[0]) / (self.x[1] - self.x[0]) * (self.right - self.left)
+
+    def py(self, v: float) -> float:
+        return self.bottom - (v - self.y[0]) / (self.y[1] - self.y[0]) * (self.bottom - self.top)
+
+
+def _x_axis(frame: Frame, ticks: list[float], texts: list[Text], lines: list[Line], label: str) -> None:
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 0.01
+    for t in ticks:
+        x = frame.px(t)
+        lines.append(Line(x, frame.top, x, frame.bottom, "grid"))
+        _add_tick(texts, Text(x, frame.bottom + 17, _tick_label(t, step), "tick", "middle"))
+    texts.append(Text((frame.left + frame.right) / 2, frame.bottom + 35, label, "label", "middle"))
+
+
+def _add_tick(texts: list[Text], tick: Text) -> None:
+    """Add a tick label unless it would touch a label already there (the two axes' labels at the origin)."""
+    if not any(overlaps(text_box(tick), text_box(t)) for t in texts):
+        texts.append(tick)
+
+
+def _y_axis(frame: Frame, ticks: list[float], texts: list[Text], lines: list[Line], label: str) -> None:
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 0.01
+    for t in ticks:
+        y = frame.py(t)
+        lines.append(Line(frame.left, y, frame.right, y, "grid"))
+        _add_tick(texts, Text(frame.left - 6, y + 4, _tick_label(t, step), "tick", "end"))
+    texts.append(Text(15, (frame.top + frame.bottom) / 2, label, "label", "middle", rotate=True))
+
+
+# ---------------------------------------------------------------- plots
+
+SCATTER = {"W": 540, "H": 390, "LEFT": 58, "RIGHT": 18, "TOP": 34, "BOTTOM": 50}
+DOTS = {"W": 400, "ROW": 22, "LEFT": 172, "RIGHT": 18, "TOP": 34, "BOTTOM": 48}
+
+
+def scatter_plot(task: str, rows: list[BoardRow], rank_by: str) -> Plot:
+    """Clean (dev) accuracy against the rank's accuracy under attack, one point per row with its whiskers
+    (dev: ± std over seeds; under attack: the 95% interval, or ± std), and labels that never collide."""
+    g = SCATTER
+    worst = rank_by.startswith("worst")
+    points = []
+    for r in rows:
+        y_span = _interval({f"w_{k}": r.worst.get(k) for k in ("mean", "std", "ci_low", "ci_high")}, "w") \
+            if worst else _lowest_interval(r)
+        if math.isnan(r.clean[0]) or math.isnan(r.rank_value):
+            continue
+        x_span = (r.clean[0] - r.clean[1], r.clean[0] + r.clean[1]) if not math.isnan(r.clean[1]) else None
+        points.append((r, r.clean[0], r.rank_value, x_span, y_span))
+    xs = [v for _, x, _, xs_, _ in points for v in ([x] + list(xs_ or ()))]
+    ys = [v for _, _, y, _, ys_ in points for v in ([y] + list(ys_ or ()))]
+    x_lo, x_hi, x_ticks = nice_axis(min(xs, default=0.0), max(xs, default=1.0), 5)
+    y_lo, y_hi, y_ticks = nice_axis(min(ys, default=0.0), max(ys, default=1.0), 5)
+    frame = Frame(g["LEFT"], g["TOP"], g["W"] - g["RIGHT"], g["H"] - g["BOTTOM"], (x_lo, x_hi), (y_lo, y_hi))
+    lines: list[Line] = []
+    texts = [Text(g["W"] / 2, 20, f"{task}: clean vs {'worst-case' if worst else 'lowest'} accuracy", "title",
+                  "middle")]
+    _x_axis(frame, x_ticks, texts, lines, "clean dev accuracy (%)")
+    _y_axis(frame, y_ticks, texts, lines, ("worst-case" if worst else "lowest") + " accuracy under attack (%)")
+    marks = []
+    for r, x, y, x_span, y_span in points:
+        px, py = frame.px(x), frame.py(y)
+        if x_span:
+            lines.append(Line(frame.px(max(x_span[0], x_lo)), py, frame.px(min(x_span[1], x_hi)), py, "whisker"))
+        if y_span:
+            lines.append(Line(px, frame.py(min(y_span[1], y_hi)), px, frame.py(max(y_span[0], y_lo)), "whisker"))
+        tip = f"#{r.rank} {r.name}: clean {_pct(x)}%, {'worst case' if worst else 'lowest'} {_pct(y)}%"
+        marks.append(Mark(px, py, r.color, r.shape, tip))
+    texts += place_labels([(m.x, m.y, f"{r.model} {r.label}".strip(), str(r.rank or "")) for m, (r, *_)
+                           in zip(marks, points)], (frame.left, frame.top, frame.right, frame.bottom), texts)
+    legend = [(r.color, r.shape, f"#{r.rank or '–'} {r.name}") for r in rows]
+    return Plot(f"scatter-{_slug(task)}", "scatter", g["W"], g["H"], lines, marks, texts, legend)
+
+
+def _lowest_interval(row: BoardRow) -> tuple[float, float] | None:
+    lowest = [(a["robust_accuracy_mean"], a) for a in row.attacks.values() if pd.notna(a.get("robust_accuracy_mean"))]
+    return _interval(min(lowest, key=lambda p: p[0])[1], "robust_accuracy") if lowest else None
+
+
+def place_labels(points: list[tuple[float, float, str, str]], area: tuple[float, float, float, float],
+                 fixed: Iterable[Text] = ()) -> list[Text]:
+    """Labels for points (x, y, text, short text) that overlap no other label, no point and no `fixed` text,
+    inside `area`: each tries positions around its point, nearest first, with its text and then its short
+    text; a point whose labels all collide gets none (the legend names it)."""
+    marks = [(x - 6, y - 6, x + 6, y + 6) for x, y, _, _ in points]
+    taken = [text_box(t) for t in fixed]
+    placed: list[Text] = []
+    offsets = [(8, 4, "start"), (-8, 4, "end"), (0, -9, "middle"), (0, 17, "middle"), (8, -6, "start"),
+               (-8, -6, "end"), (8, 14, "start"), (-8, 14, "end")]
+    offsets += [(dx * 2, dy * 2 - (4 if dy > 0 else 0), a) for dx, dy, a in offsets[:4]]
+    order = sorted(range(len(points)), key=lambda i: (points[i][1], points[i][0]))
+    for i in order:
+        x, y, text, short = points[i]
+        for candidate in (text, short):
+            if not candidate:
                 continue
-            x, y = x0 + mi * width, _y(mean)
-            whisker = (x + width * 0.45, _y(min(span[1], 1)), _y(max(span[0], 0))) if span is not None else None
-            text = f"{100 * mean:.1f}" + (f" [{100 * span[0]:.1f}, {100 * span[1]:.1f}]" if span else "")
-            drawn.append(Bar(x, y, width * 0.9, _y(0) - y, colors[model], f"{model} / {attack}: {text}%", whisker))
-        groups.append(BarGroup(x0 + group * 0.4, _attack_name(attack), drawn))
-    return _plot("bars", task, f"{task}: accuracy under each attack", "attack", None, colors, groups)
+            spot = next((t for dx, dy, anchor in offsets
+                         if _free(t := Text(x + dx, y + dy, candidate, "pt", anchor), area, taken, marks, i)), None)
+            if spot is not None:
+                placed.append(spot)
+                taken.append(text_box(spot))
+                break
+    return placed
+
+
+def _free(t: Text, area, taken, marks, own: int) -> bool:
+    box = text_box(t)
+    if box[0] < area[0] + 1 or box[2] > area[2] - 1 or box[1] < area[1] + 1 or box[3] > area[3] - 1:
+        return False
+    return not any(overlaps(box, b) for b in taken) and \
+        not any(overlaps(box, m, 0.5) for j, m in enumerate(marks) if j != own) and not overlaps(box, marks[own], 0)
+
+
+def dot_plot(task: str, rows: list[BoardRow], variant: tuple[str, str], name: str, baseline: str | None) -> Plot:
+    """One attack: each row's accuracy under it (dot) and 95% interval (whisker), rows in rank order; a dashed
+    line at the baseline's value."""
+    g = DOTS
+    height = g["TOP"] + g["ROW"] * max(len(rows), 1) + g["BOTTOM"]
+    values = []
+    for r in rows:
+        stats = r.attacks.get(variant)
+        if stats and pd.notna(stats.get("robust_accuracy_mean")):
+            values.append((r, float(stats["robust_accuracy_mean"]), _interval(stats, "robust_accuracy")))
+    spread = [v for _, m, span in values for v in ([m] + list(span or ()))]
+    lo, hi, ticks = nice_axis(min(spread, default=0.0), max(spread, default=1.0), 4)
+    frame = Frame(g["LEFT"], g["TOP"], g["W"] - g["RIGHT"], height - g["BOTTOM"], (lo, hi), (0, 1))
+    lines: list[Line] = []
+    texts = [Text(g["W"] / 2, 20, fit(f"{task}: accuracy under {name}", "title", g["W"] - 8), "title", "middle")]
+    _x_axis(frame, ticks, texts, lines, f"accuracy under {ATTACK_NAMES.get(variant[0], variant[0])} (%)")
+    marks = []
+    y_of = {r.key: g["TOP"] + g["ROW"] * (i + 0.5) for i, r in enumerate(rows)}
+    for r in rows:
+        texts.append(Text(g["LEFT"] - 8, y_of[r.key] + 4, fit(f"#{r.rank or '–'} {r.name}", "row",
+                                                               g["LEFT"] - 14), "row", "end", tip=r.name))
+    for r, mean, span in values:
+        y = y_of[r.key]
+        if span:
+            lines.append(Line(frame.px(max(span[0], lo)), y, frame.px(min(span[1], hi)), y, "whisker"))
+        if baseline is not None and r.model == baseline:
+            lines.append(Line(frame.px(mean), frame.top, frame.px(mean), frame.bottom, "base"))
+        text = f"{_pct(mean)}%" + (f" [{_pct(span[0])}, {_pct(span[1])}]" if span else "")
+        marks.append(Mark(frame.px(mean), y, r.color, r.shape, f"#{r.rank} {r.name} / {name}: {text}"))
+    return Plot(f"dots-{_slug(task)}-{_slug(name)}", "dots", g["W"], height, lines, marks, texts)

@@ -7,9 +7,13 @@ document.querySelectorAll("table.board").forEach(function (table) {
   const headers = table.querySelectorAll("thead th");
   headers.forEach(function (th, col) {
     th.addEventListener("click", function () {
-      const dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+      // first click: ascending for the rank, descending (best first) for every other column
+      const first = col === 0 ? "ascending" : "descending";
+      const next = th.getAttribute("aria-sort") === first ? (first === "ascending" ? "descending" : "ascending")
+        : first;
+      const dir = next === "ascending" ? 1 : -1;
       headers.forEach(function (h) { h.removeAttribute("aria-sort"); });
-      th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
+      th.setAttribute("aria-sort", next);
       const body = table.tBodies[0];
       const key = function (row) { return row.cells[col].dataset.sort; };
       Array.from(body.rows).sort(function (r, s) {
@@ -20,3 +24,12 @@ document.querySelectorAll("table.board").forEach(function (table) {
     });
   });
 });
+(function () {  // the task selector: one task at a time (every task shows without the script)
+  const buttons = document.querySelectorAll("#tasks button");
+  const show = function (slug) {
+    document.querySelectorAll("section.task").forEach(function (s) { s.hidden = s.id !== "task-" + slug; });
+    buttons.forEach(function (b) { b.setAttribute("aria-pressed", String(b.dataset.task === slug)); });
+  };
+  buttons.forEach(function (b) { b.addEventListener("click", function () { show(b.dataset.task); }); });
+  if (buttons.length) show(buttons[0].dataset.task);
+})();
