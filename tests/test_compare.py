@@ -53,7 +53,7 @@ def test_all_correct_setting_has_the_wilson_interval_of_its_examples(tmp_path):
     low, high = wilson_interval(50, 50)  # three identical seeds on the same 50 examples are 50 examples
     assert (ci["robust_accuracy_ci_low"], ci["robust_accuracy_ci_high"]) == (pytest.approx(low), 1.0)
     assert (ci["clean_accuracy_ci_low"], ci["clean_accuracy_ci_high"]) == (pytest.approx(low), 1.0)
-    assert setting.seeds == [0, 1, 2] and setting.label == "eval=200"
+    assert setting.seeds == [0, 1, 2] and setting.label == "budget=textdefender eval=200"
 
 
 @pytest.mark.parametrize("change", [{"eval_size": 100}, {"attack_params": {"k": 20}},
@@ -71,7 +71,7 @@ def test_setting_labels_name_what_differs_from_the_defaults(tmp_path):
     fake_run(tmp_path, ["failed"] * 10, model="imbert", model_params={"im_gamma": 0.5}, train=TrainConfig(lr=1e-4),
              attack_params={"k": 20}, eval_size=100, eval_seed=3)
     [setting] = group_settings(iter_records(tmp_path))
-    assert setting.label == "imbert[im_gamma=0.5] lr=1e-4 textfooler[k=20] eval=100 eval_seed=3"
+    assert setting.label == "imbert[im_gamma=0.5] lr=1e-4 budget=textdefender textfooler[k=20] eval=100 eval_seed=3"
 
 
 def test_explicit_default_parameter_is_the_same_setting(tmp_path):
@@ -142,3 +142,22 @@ def test_compare_without_the_baseline_is_an_error(tmp_path):
     fake_run(tmp_path, ["failed"] * 10, model="imbert")
     with pytest.raises(RobenchError, match="baseline model 'bert'"):
         compare(group_settings(iter_records(tmp_path)), tmp_path, "bert")
+
+
+def test_explicit_defaults_and_an_unused_eval_seed_give_the_default_run_id(settings, tiny_backbone):
+    """`_canonical` drops parameters given at their defaults, and with the whole eval split the eval seed is 0:
+    so the two ways a seed could get two records of one setting give one run id instead."""
+    from conftest import tiny_spec
+
+    from robench.core.registry import ATTACKS
+    from robench.runs.resolve import resolve_run
+
+    def run_id(**overrides):
+        return resolve_run(tiny_spec(tiny_backbone, model="imbert", attack="gradient-swap", **overrides),
+                           settings).spec.run_id
+
+    default_gradient = dataclasses.asdict(ATTACKS.get("gradient-swap").params())["gradient"]
+    assert run_id(model_params={"im_gamma": 0.01}, attack_params={"gradient": default_gradient}) == run_id()
+    assert run_id(model_params={"im_gamma": 0.02}) != run_id()
+    assert run_id(eval_seed=3) == run_id()  # eval_size None: the whole split, whatever the eval seed
+    assert run_id(eval_size=8, eval_seed=3) != run_id(eval_size=8)

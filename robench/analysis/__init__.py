@@ -28,7 +28,8 @@ from robench.analysis.syntax_config import SyntaxConfig
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.paths import Settings, resolve_settings
-from robench.report.identity import model_setting_id
+from robench.core.records import iter_records
+from robench.report.identity import ModelSettings
 from robench.report.leaderboard import ANALYSIS_KEYS, ANALYSIS_METRICS
 from robench.runs.spec import RunSpec
 
@@ -82,11 +83,15 @@ def iter_analyses(results_dir: Path) -> Iterator[AnalysisRecord]:
 
 def analysis_frame(results_dir: Path) -> pd.DataFrame:
     """One row per (model setting, seed) from `<results_dir>/analysis/*.json`: the record with the most
-    examples, then the newest, when a model setting was analysed more than once."""
+    examples, then the newest, when a model setting was analysed more than once. The model setting is the
+    checkpoint's (`robench.report.identity.ModelSettings`, told the run records of `<results_dir>/runs`), so an
+    analysis joins every leaderboard row of its checkpoint."""
+    runs = results_dir / "runs"
+    ids = ModelSettings(iter_records(runs) if runs.is_dir() else ())
     rows = []
     for rec in iter_analyses(results_dir):
         row = {k: rec.spec.get(k) for k in ANALYSIS_KEYS}
-        row.update(model_setting_id=model_setting_id(rec.spec), seed=rec.spec.get("seed"),
+        row.update(model_setting_id=ids.of_analysis(rec.spec, rec.resources, rec.checkpoint), seed=rec.spec.get("seed"),
                    examples=rec.metrics.get("examples"), created=rec.created)
         row.update({m: rec.metrics.get(m) for m in ANALYSIS_METRICS})
         rows.append(row)

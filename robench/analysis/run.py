@@ -18,7 +18,7 @@ from robench.core.paths import Settings
 from robench.core.progress import progress_bar
 from robench.data.loading import load_split, subset, texts_of
 from robench.engine.victim import Victim
-from robench.runs.resolve import resolve_task
+from robench.runs.resolve import resolve_run, resolve_task
 from robench.runs.runner import train
 from robench.runs.spec import RunSpec
 from robench.runs.store import git_commit, now, package_versions
@@ -30,6 +30,7 @@ def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: s
     start = time.perf_counter()
     syntax_inputs = require_inputs(settings, spec.backbone) if config.syntax else None  # fail before training
     trained = train(spec, settings, device, console)
+    resolved = resolve_run(spec, settings, attack=False)  # recorded resolved: the leaderboard joins on it
     torch_device = pick_device(device)
     task = resolve_task(spec)  # a registered task or one read from the user's files
     data = subset(load_split(task, "eval", settings.data_dir, spec.data_source), config.examples, spec.seed)
@@ -53,11 +54,12 @@ def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: s
     metrics.update(_representation_metrics(stats), cka_mean=float(np.mean(cka[1:] or cka)), cka_last=cka[-1])
     metrics.update(syntax.metrics if syntax else {})
     return AnalysisRecord(
-        analysis_id="", run_id=spec.run_id, spec=spec.to_dict(), config=dataclasses.asdict(config),
+        analysis_id="", run_id=spec.run_id, spec=resolved.spec.to_dict(), config=dataclasses.asdict(config),
         metrics=metrics, cka_per_layer=cka,
         resources={"backbone": dataclasses.asdict(backbone), "model_params": trained.record.get("model_params"),
                    "data": {"source": spec.data_source,
-                            "data_dir": str(settings.data_dir) if settings.data_dir else None},
+                            "data_dir": str(settings.data_dir) if settings.data_dir else None,
+                            "train_fingerprint": resolved.train_data},
                    **({"syntax": syntax.resources} if syntax else {})},
         timings={"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
                  "load_seconds": loaded - start, "word_probe_seconds": probed - loaded,

@@ -35,7 +35,7 @@ from robench.runs.spec import RunSpec, TrainConfig
 from robench.runs.store import now
 
 COLUMNS = [("dev_accuracy", "SST-2 dev acc (clean)", True), ("robust_accuracy", "AdvGLUE-sst2 acc", True),
-           ("accuracy_drop", "drop", True)]
+           ("dev_minus_robust", "drop (dev − AdvGLUE)", True)]  # robench.report.leaderboard.derived_metrics
 
 
 @dataclass(frozen=True)

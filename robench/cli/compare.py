@@ -17,29 +17,46 @@ def add_parser(sub) -> None:
 def cmd_compare(args) -> None:
     from robench.report.compare import compare, group_settings
     from robench.report.leaderboard import load_records
+    from robench.report.stats import MIN_SEEDS
 
     settings = settings_from_args(args)
     records = load_records(settings.runs_dir)
     found = compare(group_settings(records.current), settings.runs_dir, args.baseline)
-    table = Table(title=f"Accuracy under attack against {args.baseline}: paired over shared examples and seeds "
-                        "(95% bootstrap interval, permutation p-value)")
+    family = found[0].family if found else 0
+    table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
+                        f"examples (95% t interval and p-value under crossed seed x example effects; Holm over the "
+                        f"family of {family} comparisons; a verdict needs {MIN_SEEDS} seeds)")
     audit = ("swaps syn/ant/unl % (model | baseline)",)  # the validity audit (robench.report.validity)
-    for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "p", "verdict",
-                 *audit):
-        table.add_column(name, justify="right" if name in ("seeds", "examples", "p") else "left")
+    for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "p", "Holm p",
+                 "verdict", *audit):
+        table.add_column(name, justify="right" if name in ("seeds", "examples", "p", "Holm p") else "left",
+                         no_wrap=name == "verdict")
     order = sorted(found, key=lambda c: (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                          c.setting.spec["model"]))
     for c in order:
         d = c.difference
         table.add_row(c.setting.spec["task"], c.setting.spec["attack"], c.setting.label, c.setting.spec["model"],
                       " ".join(map(str, c.seeds)), str(c.examples),
-                      f"{100 * d.value:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]", f"{c.p_value:.3g}",
-                      c.verdict, f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
+                      _interval(d), _p(c.p_value), _p(c.adjusted_p), c.verdict,
+                      f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
     Console(width=200).print(table)
     if not found:
         print(f"no other model has runs at a setting where {args.baseline} has")
+    else:
+        print(f"family: {family} comparisons with a p-value, Holm-adjusted together; p-values are closed-form "
+              "(t distribution), so they carry no Monte-Carlo error and no verdict depends on a random seed")
     if records.note:
         print(records.note)
+
+
+def _interval(d) -> str:
+    if d.low != d.low:  # one matched seed: no interval
+        return f"{100 * d.value:+.1f}"
+    return f"{100 * d.value:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+
+
+def _p(value: float) -> str:
+    return "–" if value != value else f"{value:.3g}"
 
 
 def audit_cell(records) -> str:

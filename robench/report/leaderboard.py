@@ -1,10 +1,16 @@
 """Aggregate run records into a leaderboard: one row per setting, mean ± std over training seeds, and 95%
 intervals over seeds and examples.
 
-A setting is the whole spec but the training seed (`robench.report.identity`). Clean accuracy, accuracy under
-attack and attack success rate get two-level bootstrap intervals from the per-example CSVs, and with a
-baseline model each row gets the paired difference in accuracy under attack (`robench.report.compare`,
-docs/statistics.md). Records of an older format are skipped (`Records.note` says how many, and where).
+A setting is the whole spec but the training seed (`robench.report.identity`); rows of one checkpoint (the
+AdvGLUE replay and the word-level attacks of one model) share `model_setting_id`. Clean accuracy, accuracy
+under attack, attack success rate and the worst case get 95% intervals over seeds x examples from the
+per-example CSVs, and with a baseline model each row gets the paired difference in accuracy under attack, its
+Holm-adjusted p-value over the family and the verdict (`robench.report.compare`, docs/statistics.md).
+Records of an older format are skipped, and one record is kept per (setting, seed), the newest (`Records.note`
+says how many, and where).
+
+Units: every accuracy, drop and rate in the CSV is a fraction in [0, 1] (the Markdown shows them in percent);
+`avg_words_per_input` counts words, `avg_queries` model queries per attacked example, `train_seconds` seconds.
 """
 from __future__ import annotations
 
@@ -17,7 +23,8 @@ from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
 from robench.report.compare import Setting, compare, group_settings, intervals
-from robench.report.identity import attack_label, model_label, model_setting_id, setting_id, setting_label
+from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
+from robench.report.stats import ALPHA, INSUFFICIENT, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST
 from robench.report.stats import METRICS as INTERVAL_METRICS
 from robench.report.validity import VALIDITY_METRICS, validity_columns
 from robench.report.worstcase import with_worst_case, write_worst_case
@@ -25,15 +32,18 @@ from robench.report.worstcase import with_worst_case, write_worst_case
 KEYS = ["task", "model", "attack", "backbone", "train_size"]
 ROW = KEYS + ["setting", "seeds", "examples"]  # the leading columns of every leaderboard row
 IDS = ["setting_id", "model_setting_id"]  # trailing columns: the setting and its model part (robench.report.identity)
-METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
-           "avg_perturbed_word_pct", "avg_words_per_input", "avg_queries", "train_seconds", "worst_case_accuracy",
+METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "dev_minus_robust",
+           "attack_success_rate", "perturbed_word_rate",
+           "avg_words_per_input", "avg_queries", "train_seconds", "worst_case_accuracy",
            *VALIDITY_METRICS]  # the swap audit of word-level attacks (robench.report.validity)
-PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "attack_success_rate",
+PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "dev_minus_robust",
+           "attack_success_rate", "perturbed_word_rate",
            "worst_case_accuracy", *VALIDITY_METRICS,
            "robust_accuracy_diff", "shuffle_flip_rate", "top1_share", "top3_share",
            "blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall", "probe_uuas_best"}
 DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",
-        "robust_accuracy_diff_p"]  # with a baseline: this model minus the baseline, paired
+        "robust_accuracy_diff_p", "robust_accuracy_diff_p_holm", "robust_accuracy_diff_seeds",
+        "robust_accuracy_diff_verdict", "robust_accuracy_diff_family"]  # with a baseline: model minus baseline
 # `robench analyze` columns (leaderboard --with-analysis); an analysis does not depend on the attack
 ANALYSIS_KEYS = ["task", "model", "backbone", "train_size", "model_setting_id"]
 ANALYSIS_METRICS = ["shuffle_flip_rate", "shuffle_gold_prob_abs_change", "top1_share", "top3_share", "gini",
@@ -47,18 +57,27 @@ DIGITS = {"shuffle_gold_prob_abs_change": 3, "gini": 3, "entropy": 2, "token_cos
 
 @dataclass(frozen=True)
 class Records:
-    """The run records of a runs directory: those of the current format, and how many older ones were skipped."""
+    """The run records of a runs directory: those of the current format, one per (setting, seed)
+    (`robench.report.identity.one_per_seed`), how many older ones were skipped and which duplicates were set
+    aside."""
 
     runs_dir: Path
     current: list[RunRecord]
     older: int
+    duplicates: tuple[tuple[str, str], ...] = ()  # (run id set aside, run id kept for its setting and seed)
 
     @property
     def note(self) -> str | None:
-        if not self.older:
-            return None
-        return (f"skipped {self.older} run record(s) of an older format in {self.runs_dir}: their eval subset "
-                "was chosen by the training seed; re-run them to include them")
+        notes = []
+        if self.older:
+            notes.append(f"skipped {self.older} run record(s) of an older format in {self.runs_dir}: their eval "
+                         "subset was chosen by the training seed; re-run them to include them")
+        if self.duplicates:
+            shown = ", ".join(f"{kept} over {dropped}" for dropped, kept in self.duplicates[:3])
+            more = f" and {len(self.duplicates) - 3} more" if len(self.duplicates) > 3 else ""
+            notes.append(f"resolved {len(self.duplicates)} duplicate record(s) of one setting and seed in "
+                         f"{self.runs_dir}, keeping the newest: {shown}{more}")
+        return "\n".join(notes) or None
 
 
 def load_records(runs_dir: Path) -> Records:
@@ -70,7 +89,8 @@ def load_records(runs_dir: Path) -> Records:
             older += 1
     if not current and not older:
         raise RobenchError(f"no run records in {runs_dir}; run `robench run` first")
-    return Records(runs_dir, current, older)
+    chosen = one_per_seed(current)
+    return Records(runs_dir, chosen.kept, older, tuple((d.run_id, k.run_id) for d, k in chosen.replaced))
 
 
 def records_frame(runs_dir: Path) -> pd.DataFrame:
@@ -79,15 +99,17 @@ def records_frame(runs_dir: Path) -> pd.DataFrame:
 
 
 def frame_of(records: list[RunRecord]) -> pd.DataFrame:
+    ids = ModelSettings(records)  # the checkpoint's identity (AdvGLUE records take their checkpoint's)
     rows = []
     for rec in records:
         row = {k: rec.spec.get(k) for k in KEYS}
         row.update(setting=setting_label(rec), model_label=model_label(rec), attack_label=attack_label(rec),
                    setting_id=setting_id(rec),
-                   model_setting_id=model_setting_id(rec.spec, (rec.hyperparameters or {}).get("model")),
+                   model_setting_id=ids.of_run(rec),
                    seed=rec.spec.get("seed"), run_id=rec.run_id, train_seconds=rec.timings.get("train_seconds"),
                    eval_examples=(rec.resources.get("data") or {}).get("eval_examples"))
         row.update({k: v for k, v in rec.metrics.items() if not isinstance(v, (dict, list))})
+        row.update(derived_metrics(rec.metrics))
         row.update(validity_columns(rec.metrics))
         row["_trained"] = rec.spec.get("checkpoint") is None  # False: a given checkpoint or model was attacked
         rows.append(row)
@@ -96,6 +118,18 @@ def frame_of(records: list[RunRecord]) -> pd.DataFrame:
     if rows:
         frame.loc[~frame.pop("_trained").astype(bool), "train_size"] = "–"
     return frame
+
+
+def derived_metrics(metrics: dict) -> dict[str, float | None]:
+    """The leaderboard's own definitions: `accuracy_drop` is clean minus robust accuracy on the attacked
+    examples (none without a clean accuracy); `dev_minus_robust` is the whole dev split's accuracy minus the
+    accuracy under attack on another set, only where the attack has no clean accuracy of its own (AdvGLUE: 872
+    dev sentences against its 148); `perturbed_word_rate` is the record's percent as a fraction."""
+    clean, robust, dev = (metrics.get(k) for k in ("clean_accuracy", "robust_accuracy", "dev_accuracy"))
+    pct = metrics.get("avg_perturbed_word_pct")
+    return {"accuracy_drop": clean - robust if clean is not None and robust is not None else None,
+            "dev_minus_robust": dev - robust if clean is None and dev is not None and robust is not None else None,
+            "perturbed_word_rate": pct / 100 if pct is not None else None}
 
 
 def aggregate(frame: pd.DataFrame) -> pd.DataFrame:
@@ -144,11 +178,12 @@ def with_intervals(table: pd.DataFrame, settings: list[Setting], runs_dir: Path)
 
 def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, baseline: str) -> pd.DataFrame:
     """`baseline` and the DIFF columns: accuracy under attack of the row's model minus the baseline's, at the
-    same setting otherwise (paired over shared examples and matched seeds); empty for the baseline's rows."""
+    same setting otherwise (paired over matched seeds and shared examples), the unadjusted and Holm-adjusted
+    p-values, the matched seeds, the verdict and the family size; empty for the baseline's rows."""
     found = {c.setting.id: c for c in reversed(compare(settings, runs_dir, baseline))}
     cells = [found.get(sid) for sid in table["setting_id"]]
-    values = [(c.difference.value, c.difference.low, c.difference.high, c.p_value) if c else (None,) * 4
-              for c in cells]
+    values = [(c.difference.value, c.difference.low, c.difference.high, c.p_value, c.adjusted_p, len(c.seeds),
+               c.verdict, c.family) if c else (None,) * len(DIFF) for c in cells]
     table = table.copy()
     at = table.columns.get_loc("setting_id")
     table.insert(at, "baseline", baseline)
@@ -185,7 +220,11 @@ def markdown(table: pd.DataFrame) -> str:
             cells.append(format_difference(row))
         lines.append("| " + " | ".join(cells) + " |")
     if baseline:
-        lines.append("\n* the 95% interval of the paired difference excludes 0; p: paired permutation test")
+        family = table["robust_accuracy_diff_family"].dropna()
+        size = int(family.iloc[0]) if len(family) else 0
+        lines.append(f"\np: the paired test (crossed seeds x examples, t on Satterthwaite df); Holm: adjusted over "
+                     f"the family of {size} comparisons; starred: more or less robust (Holm p < {ALPHA:g}, at least "
+                     f"{MIN_SEEDS} matched seeds); fewer seeds: insufficient seeds, no verdict")
     return "\n".join(lines) + "\n"
 
 
@@ -213,13 +252,20 @@ def format_interval(mean: float | None, low: float, high: float, percent: bool, 
 
 
 def format_difference(row) -> str:
-    """A row's paired difference from the baseline: "+2.1 [-1.0, 5.2] p=0.21", starred when significant."""
+    """A row's paired difference from the baseline: "+2.1 [-1.0, +5.2] p=0.21 Holm 0.63", starred when the
+    verdict is more or less robust, "(insufficient seeds)" below MIN_SEEDS matched seeds."""
     diff = row.get("robust_accuracy_diff")
     if diff is None or pd.isna(diff):
         return "–"
-    low, high = row["robust_accuracy_diff_ci_low"], row["robust_accuracy_diff_ci_high"]
-    star = " *" if low > 0 or high < 0 else ""
-    return f"{100 * diff:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g}{star}"
+    low, high = row.get("robust_accuracy_diff_ci_low"), row.get("robust_accuracy_diff_ci_high")
+    text = f"{100 * diff:+.1f}"
+    if low is not None and pd.notna(low):
+        text += (f" [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g} "
+                 f"Holm {row['robust_accuracy_diff_p_holm']:.3g}")
+    verdict = row.get("robust_accuracy_diff_verdict")
+    if verdict in (MORE_ROBUST, LESS_ROBUST):
+        return text + " *"
+    return text + (" (insufficient seeds)" if verdict == INSUFFICIENT else "")
 
 
 def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
@@ -233,8 +279,9 @@ def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None,
                       baseline: str | None = None) -> tuple[pd.DataFrame, Path, Path]:
     """Write `<results_dir>/leaderboard.{csv,md}` from `<results_dir>/runs`; return the table and the paths.
     `analyses`: `robench.analysis.analysis_frame`'s rows, joined as columns (`leaderboard --with-analysis`)."""
-    table = leaderboard_table(load_records(results_dir / "runs"), baseline)
-    table = with_worst_case(table, write_worst_case(results_dir))  # worst case over attacks, masking flags
+    records = load_records(results_dir / "runs")
+    table = leaderboard_table(records, baseline)
+    table = with_worst_case(table, write_worst_case(results_dir, records.current))  # over attacks; masking flags
     if analyses is not None:
         table = with_analysis(table, analyses)
     csv_path, md_path = results_dir / "leaderboard.csv", results_dir / "leaderboard.md"

@@ -20,14 +20,23 @@ Flags, after AutoAttack's checks (fra31/auto-attack, flags_doc.md):
   ZERO_GRADIENT_RATE of the clean inputs (a `gradient-swap` record's
   `gradient_check`; AutoAttack raises it for any input);
 * `blackbox_stronger:<attack>`: a black-box or transfer attack leaves a lower
-  accuracy than the strongest white-box attack on the same examples
-  (AutoAttack: "Square Attack improves the robustness evaluation");
+  accuracy than the strongest white-box attack on the same examples, beyond
+  noise: the exact one-sided sign test on the examples one attack broke and the
+  other did not has p < ALPHA (`robench.report.stats.exact_sign_pvalue`;
+  conditional on the checkpoint, which is what the flag is about), so a one- or
+  two-example difference does not raise it (AutoAttack: "Square Attack improves
+  the robustness evaluation");
 * `no_fall_with_budget:<attack>`: some examples survive the attack, and accuracy
   under attack at the run's full query budget (the most queries one example
   used) is not lower than at 1/8 of it. The curve comes from the per-example
   query counts of one run: the engine's greedy searches are deterministic and a
   budgeted run refuses the first request past the budget, so with budget B an
   example is broken iff the unbudgeted run broke it within B queries.
+
+On the leaderboard a model setting's worst case is the mean over its seeds with
+the design-effect Wilson interval over seeds x the examples every seed's join
+kept (`robench.report.stats.binary_interval`). One record per (setting, seed)
+(`robench.report.identity.one_per_seed`), as on the leaderboard.
 """
 from __future__ import annotations
 
@@ -36,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from robench.core.errors import RobenchError
@@ -45,7 +55,8 @@ from robench.core.types import ExampleResult
 from robench.data.loading import split_rows
 from robench.engine.metrics import budget_curve, budget_does_not_fall, masking_flags_of_run
 from robench.engine.words import FIELD_SEPARATOR
-from robench.report.identity import model_setting_id
+from robench.report.identity import ModelSettings, one_per_seed
+from robench.report.stats import ALPHA, binary_interval, exact_sign_pvalue
 
 WHITE_BOX = ("gradient-swap",)  # recipes that use the model's gradients
 NOT_ON_EVAL_SPLIT = ("advglue",)  # replays of another split: no per-example match
@@ -68,10 +79,9 @@ def is_white_box(spec: dict[str, Any]) -> bool:
     return _family(spec["attack"]) in WHITE_BOX
 
 
-def model_key(record: RunRecord) -> str:
-    """The trained model of a run: its model setting and training seed."""
-    setting = model_setting_id(record.spec, (record.hyperparameters or {}).get("model"))
-    return f"{setting}-s{record.spec.get('seed')}"
+def model_key(record: RunRecord, ids: ModelSettings | None = None) -> str:
+    """The trained model of a run: its model setting (`ModelSettings`) and training seed."""
+    return f"{(ids or ModelSettings()).of_run(record)}-s{record.spec.get('seed')}"
 
 
 class ExampleKeys:
@@ -124,6 +134,12 @@ class WorstCase:
     accuracy: dict[str, float] = field(default_factory=dict)  # per attack label, on the same examples
     flags: list[str] = field(default_factory=list)
     runs: dict[str, str] = field(default_factory=dict)  # attack label -> run id
+    # example key -> robust to every attack (the leaderboard's interval; not written to worstcase.json)
+    robust: dict[tuple, bool] = field(default_factory=dict, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON of worstcase.json: every field but the per-example outcomes."""
+        return {k: v for k, v in asdict(self).items() if k != "robust"}
 
 
 def run_labels(records: list[RunRecord]) -> list[str]:
@@ -133,22 +149,23 @@ def run_labels(records: list[RunRecord]) -> list[str]:
             for tag, rec in zip(tags, records)]
 
 
-def worst_case(members: list[tuple[RunRecord, list[ExampleResult]]], keys: ExampleKeys | None = None
-               ) -> WorstCase:
+def worst_case(members: list[tuple[RunRecord, list[ExampleResult]]], keys: ExampleKeys | None = None,
+               ids: ModelSettings | None = None) -> WorstCase:
     """Join the runs of one trained model per example (eval-split row and text); flag masking."""
     spec, keys = members[0][0].spec, keys or ExampleKeys()
     labels = run_labels([rec for rec, _ in members])
     by_run = {label: {k: r for k, r in keys(rec, res).items() if r.status != "error"}
               for label, (rec, res) in zip(labels, members)}
-    common = set.intersection(*(set(d) for d in by_run.values())) if by_run else set()
-    accuracy = {label: _accuracy([d[k] for k in common]) for label, d in by_run.items()}
-    robust = [all(d[k].status == "failed" for d in by_run.values()) for k in common]
+    common = sorted(set.intersection(*(set(d) for d in by_run.values())), key=repr) if by_run else []
+    joined = {label: {k: d[k] for k in common} for label, d in by_run.items()}
+    accuracy = {label: _accuracy(list(d.values())) for label, d in joined.items()}
+    robust = {k: all(d[k].status == "failed" for d in joined.values()) for k in common}
     train_size = "full" if spec.get("train_size") is None else str(spec["train_size"])
     return WorstCase(spec["task"], spec["model"], spec["backbone"], train_size, spec["seed"],
-                     model_setting_id(spec, (members[0][0].hyperparameters or {}).get("model")),
-                     len(common), sum(robust) / len(robust) if robust else None, accuracy,
-                     _flags(members, labels, accuracy),
-                     {label: rec.run_id for label, (rec, _) in zip(labels, members)})
+                     (ids or ModelSettings()).of_run(members[0][0]),
+                     len(common), sum(robust.values()) / len(robust) if robust else None, accuracy,
+                     _flags(members, labels, joined),
+                     {label: rec.run_id for label, (rec, _) in zip(labels, members)}, robust)
 
 
 def _accuracy(results: list[ExampleResult]) -> float | None:
@@ -156,51 +173,80 @@ def _accuracy(results: list[ExampleResult]) -> float | None:
 
 
 def _flags(members: list[tuple[RunRecord, list[ExampleResult]]], labels: list[str],
-           accuracy: dict[str, float | None]) -> list[str]:
+           joined: dict[str, dict[tuple, ExampleResult]]) -> list[str]:
     flags: list[str] = []
     for label, (rec, results) in zip(labels, members):
         if "zero_gradients" in masking_flags_of_run(rec.metrics) and "zero_gradients" not in flags:
             flags.append("zero_gradients")
         if _family(rec.spec["attack"]) not in NO_BUDGET_CURVE and budget_does_not_fall(budget_curve(results)):
             flags.append(f"no_fall_with_budget:{label}")
-    white = [accuracy[label] for label, (rec, _) in zip(labels, members) if is_white_box(rec.spec)]
-    white = [a for a in white if a is not None]
+    white = [label for label, (rec, _) in zip(labels, members) if is_white_box(rec.spec) and joined[label]]
+    if not white:
+        return flags
+    strongest = min(white, key=lambda label: (_accuracy(list(joined[label].values())), label))
     for label, (rec, _) in zip(labels, members):
-        if white and not is_white_box(rec.spec) and accuracy[label] is not None and accuracy[label] < min(white):
+        if not is_white_box(rec.spec) and blackbox_stronger(joined[label], joined[strongest]):
             flags.append(f"blackbox_stronger:{label}")
     return flags
 
 
-def worst_cases(runs_dir: Path) -> list[WorstCase]:
-    """Every trained model of `runs_dir` with at least one attack on the eval split."""
+def blackbox_stronger(blackbox: dict[tuple, ExampleResult], whitebox: dict[tuple, ExampleResult]) -> bool:
+    """Whether the black-box attack broke more of the shared examples than the white-box one, beyond noise:
+    of the examples exactly one of them broke (status other than "failed"), the black-box attack's share is
+    above 1/2 by the exact one-sided sign test at ALPHA."""
+    shared = blackbox.keys() & whitebox.keys()
+    more = sum(blackbox[k].status != "failed" and whitebox[k].status == "failed" for k in shared)
+    fewer = sum(blackbox[k].status == "failed" and whitebox[k].status != "failed" for k in shared)
+    return exact_sign_pvalue(more, fewer) < ALPHA
+
+
+def worst_cases(runs_dir: Path, records: list[RunRecord] | None = None) -> list[WorstCase]:
+    """Every trained model of `runs_dir` with at least one attack on the eval split; `records`: its current-format
+    records, one per (setting, seed) (read from `runs_dir` when None)."""
+    if records is None:
+        records = one_per_seed([r for r in iter_records(runs_dir) if r.format == RECORD_FORMAT]).kept
+    ids = ModelSettings(records)
     groups: dict[str, list[tuple[RunRecord, list[ExampleResult]]]] = defaultdict(list)
-    for rec in iter_records(runs_dir):
-        if rec.format != RECORD_FORMAT or _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or \
-                not examples_path(runs_dir, rec.run_id).is_file():
+    for rec in records:
+        if _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or not examples_path(runs_dir, rec.run_id).is_file():
             continue
-        groups[model_key(rec)].append((rec, read_examples(runs_dir, rec.run_id)))
+        groups[model_key(rec, ids)].append((rec, read_examples(runs_dir, rec.run_id)))
     keys = ExampleKeys()
-    cases = [worst_case(sorted(m, key=lambda x: attack_tag(x[0].spec)), keys) for m in groups.values()]
+    cases = [worst_case(sorted(m, key=lambda x: attack_tag(x[0].spec)), keys, ids) for m in groups.values()]
     return sorted(cases, key=lambda c: (c.task, c.model, c.backbone, c.train_size, c.seed, c.group))
 
 
 def worst_case_frame(cases: list[WorstCase]) -> pd.DataFrame:
-    rows = [{**{k: v for k, v in asdict(c).items() if k not in ("accuracy", "flags", "runs")},
+    rows = [{**{k: v for k, v in c.summary().items() if k not in ("accuracy", "flags", "runs")},
              "attacks": ";".join(sorted(c.accuracy)), "masking_flags": ";".join(c.flags)} for c in cases]
     return pd.DataFrame(rows)
 
 
 def with_worst_case(table: pd.DataFrame, cases: list[WorstCase]) -> pd.DataFrame:
-    """Leaderboard rows plus the worst-case accuracy of their model setting (mean, std over seeds) and its flags."""
+    """Leaderboard rows plus the worst-case accuracy of their model setting (mean, std over seeds, and the 95%
+    interval over seeds and examples) and its flags."""
     if not cases or "model_setting_id" not in table.columns:
         return table
     frame = worst_case_frame(cases)
     grouped = frame.groupby("group", sort=True)
     extra = grouped["worst_case_accuracy"].agg(["mean", "std"]).add_prefix("worst_case_accuracy_")
+    bounds = {group: worst_case_interval([c for c in cases if c.group == group]) for group in extra.index}
+    extra["worst_case_accuracy_ci_low"] = [bounds[g][0] for g in extra.index]
+    extra["worst_case_accuracy_ci_high"] = [bounds[g][1] for g in extra.index]
     extra["masking_flags"] = grouped["masking_flags"].agg(
         lambda flags: ";".join(sorted({f for fs in flags for f in fs.split(";") if f})))
     extra = extra.reset_index().rename(columns={"group": "model_setting_id"})
     return table.merge(extra, on="model_setting_id", how="left")
+
+
+def worst_case_interval(cases: list[WorstCase]) -> tuple[float, float]:
+    """The 95% interval of a model setting's worst case: its seeds x the examples every seed's join kept."""
+    shared = set.intersection(*(set(c.robust) for c in cases)) if cases else set()
+    if not shared:
+        return float("nan"), float("nan")
+    order = sorted(shared, key=repr)
+    estimate = binary_interval(np.array([[c.robust[k] for k in order] for c in cases]))
+    return estimate.low, estimate.high
 
 
 def markdown(cases: list[WorstCase]) -> str:
@@ -214,11 +260,12 @@ def markdown(cases: list[WorstCase]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_worst_case(results_dir: Path) -> list[WorstCase]:
-    """`results/worstcase.{json,md}`: one entry per trained model (model setting and training seed)."""
+def write_worst_case(results_dir: Path, records: list[RunRecord] | None = None) -> list[WorstCase]:
+    """`results/worstcase.{json,md}`: one entry per trained model (model setting and training seed); `records` as
+    for `worst_cases`."""
     import json
 
-    cases = worst_cases(results_dir / "runs")
-    atomic_write(results_dir / "worstcase.json", json.dumps([asdict(c) for c in cases], indent=2))
+    cases = worst_cases(results_dir / "runs", records)
+    atomic_write(results_dir / "worstcase.json", json.dumps([c.summary() for c in cases], indent=2))
     atomic_write(results_dir / "worstcase.md", markdown(cases))
     return cases

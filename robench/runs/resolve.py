@@ -52,6 +52,8 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
     """Fail fast, before any training, on every bad name, hyperparameter, missing resource or data file in
     `spec`; fingerprint the data the run reads."""
     check_spec(spec)
+    if spec.eval_size is None and spec.eval_seed != 0:  # the whole split: the eval seed chooses nothing, so it
+        spec = dataclasses.replace(spec, eval_seed=0)  # is not part of the run id either (one run, one record)
     if spec.trains and spec.task_source is not None and not has_train_file(spec.task_source):
         raise RobenchError(f"task {spec.task!r} has no train file, so there is nothing to fine-tune on: attack an "
                            "existing model with --checkpoint (robench.evaluate in Python), or add a train file")
@@ -80,17 +82,27 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
     if recipe is not None and recipe.data_files and spec.data_source == "local" and task.uses_data_dir:
         data = content_hash([train_data, files_fingerprint(settings.data_dir, recipe.data_files, settings.cache_dir)])
     spec = dataclasses.replace(spec, data_fingerprint=data, train_size=effective_train_size(spec, task, settings),
-                               model_params=_canonical(spec.model_params, model_params),
+                               model_params=_canonical(spec.model_params, model_params,
+                                                       defense.resolve_params({}) if defense is not None else {}),
                                attack_params=_canonical(spec.attack_params, dataclasses.asdict(attack_params)
-                                                        if attack_params is not None else {}))
+                                                        if attack_params is not None else {}, _attack_defaults(recipe)))
     return ResolvedRun(spec, settings, task, defense, model_params, backbone, train_data, recipe, attack_params,
                        order)
 
 
-def _canonical(given: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
+def _canonical(given: dict[str, Any], resolved: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     """The parameters the user gave, each as its parsed value in JSON form (`im_layers="0,1,2"` and
-    `im_layers=[0, 1, 2]` are one setting, so one run id); parameters left at their defaults stay out."""
-    return {k: json.loads(json.dumps(resolved[k])) if k in resolved else v for k, v in given.items()}
+    `im_layers=[0, 1, 2]` are one setting, so one run id), without those given at their default value
+    (`im_gamma=0.01` spelled out is the default run, not a second record of the same setting)."""
+    plain = {k: json.loads(json.dumps(resolved[k])) if k in resolved else v for k, v in given.items()}
+    defaults = json.loads(json.dumps(defaults, default=str))
+    return {k: v for k, v in plain.items() if k not in defaults or defaults[k] != v}
+
+
+def _attack_defaults(recipe: AttackRecipe | None) -> dict[str, Any]:
+    if recipe is None:
+        return {}
+    return dataclasses.asdict(make_params(recipe.params, {}, f"attack {recipe.name!r}"))
 
 
 def effective_train_size(spec: RunSpec, task: Task, settings: Settings) -> int | None:

@@ -176,7 +176,9 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
         metrics["validity"] = validity_audit(results, settings, output.resources)
     seconds = time.perf_counter() - start
     data = {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
-            "task_note": task.note or None, "fingerprint": spec.data_fingerprint, "eval_examples": len(rows),
+            "task_note": task.note or None, "fingerprint": spec.data_fingerprint,
+            "train_fingerprint": resolved.train_data,  # the checkpoint's data, without the recipe's own files
+            "eval_examples": len(rows),
             "eval_indices_hash": content_hash(rows), "train_examples": model.train_examples}
     if spec.task_source is not None:
         data.update(source="files", data_dir=None, sha256=spec.task_source["sha256"])
