@@ -144,6 +144,7 @@ def test_query_budget_is_k_times_words():
 
 def test_bert_attack_never_proposes_a_listed_antonym(settings):
     from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, build_search
+
     from robench.engine.resources.lexicon import lexicon
 
     lex = lexicon(settings)
