@@ -49,3 +49,16 @@ def _cell(spec: dict) -> tuple:
 
 def _comparable(params: dict) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+
+
+def test_one_model_setting_per_checkpoint_across_advglue_and_the_word_level_attacks():
+    """Each model's AdvGLUE rows and word-level rows share its model setting (the checkpoint's identity), so the
+    page has one row per model and the AdvGLUE rows carry the worst case of the same checkpoints."""
+    import pandas as pd
+
+    table = pd.read_csv(REFERENCE / "leaderboard.csv")
+    assert table.groupby("model")["model_setting_id"].nunique().eq(1).all()
+    assert table.groupby("model")["attack"].nunique().eq(4).all()
+    assert table["worst_case_accuracy_mean"].notna().all() and table["worst_case_accuracy_ci_low"].notna().all()
+    page = (REFERENCE / "leaderboard.html").read_text(encoding="utf-8")
+    assert page.count("<tr>") == 1 + table["model"].nunique()  # the header, then one row per checkpoint setting
