@@ -39,7 +39,7 @@ from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
 ALPHA = 0.05  # two-sided level of every verdict, after Holm's adjustment over the family
-MIN_SEEDS = 4  # fewer matched seeds: "insufficient seeds" (docs/statistics.md, "Minimum seeds")
+MIN_SEEDS = 4  # fewer matched seeds: "insufficient seeds" (docs/statistics.md, "How the rule was chosen")
 
 # attack outcomes of one example (errors are left out, as in TextAttack's metrics); MISSING: no outcome
 SKIPPED, FAILED, SUCCESSFUL = 0, 1, 2
