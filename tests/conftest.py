@@ -122,3 +122,38 @@ def _real_minilm_only_in_integration_tests(request, monkeypatch):
         return original(cls, location, *args, **kwargs)
 
     monkeypatch.setattr(PreTrainedModel, "from_pretrained", classmethod(guarded))
+
+
+class WorkCounter:
+    """How often robench really trained a model and really attacked one (not how often it was asked to)."""
+
+    def __init__(self) -> None:
+        self.trained = 0
+        self.attacked = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"trained": self.trained, "attacked": self.attacked}
+
+
+@pytest.fixture
+def work(monkeypatch) -> WorkCounter:
+    """Counts calls of the training loop (`robench.training.loop._train`, not called for a cached checkpoint) and of
+    the run's attack stage (`robench.runs.runner.attack`, not called for a finished record), so a test can check
+    that work is not redone without reading timestamps."""
+    import robench.runs.runner as runner
+    import robench.training.loop as loop
+
+    counter, train, attack = WorkCounter(), loop._train, runner.attack
+
+    def counted_train(*args, **kwargs):
+        counter.trained += 1
+        return train(*args, **kwargs)
+
+    def counted_attack(*args, **kwargs):
+        counter.attacked += 1
+        return attack(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "_train", counted_train)
+    monkeypatch.setattr(runner, "attack", counted_attack)
+    return counter

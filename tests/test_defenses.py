@@ -190,11 +190,34 @@ def test_imbert_checkpoint_round_trip_through_auto_classes(tiny_backbone, tmp_pa
 
 
 def test_tiny_run_with_imbert_records_its_hyperparameters(settings, tiny_backbone):
+    import csv
+
+    from robench.engine.victim import accuracy
+    from robench.training.given import load_victim
+
     spec = tiny_spec(tiny_backbone, model="imbert", model_params={"im_steps": 2})
     record = robench.run(spec, settings, device="cpu")
     assert record.hyperparameters["model"]["im_steps"] == 2
     assert record.hyperparameters["model"]["im_gamma"] == 0.01
-    assert 0.0 <= record.metrics["robust_accuracy"] <= 1.0
+    victim = load_victim(record.checkpoint, torch.device("cpu"), max_length=spec.train.max_length)
+    config = victim.model.config
+    assert (config.model_type, config.im_steps, config.im_gamma) == ("imbert", 2, 0.01)  # what was trained
+    rows = list(csv.DictReader(open(settings.runs_dir / f"{record.run_id}.csv")))
+    assert len(rows) == record.metrics["examples"] == 24  # the tiny AdvGLUE split, whole
+    # known answer: accuracy under attack is the checkpoint's own accuracy on the replayed AdvGLUE texts
+    replayed = accuracy(victim, [(r["perturbed_text"],) for r in rows], [int(r["label"]) for r in rows])
+    assert record.metrics["robust_accuracy"] == pytest.approx(replayed)
+    assert record.metrics["robust_accuracy"] == sum(r["status"] == "failed" for r in rows) / len(rows)
+    assert record.metrics["dev_accuracy"] == pytest.approx(
+        accuracy(victim, [(t,) for t in _dev_texts(settings)[0]], _dev_texts(settings)[1]))
+
+
+def _dev_texts(settings) -> tuple[list[str], list[int]]:
+    from robench.core.registry import TASKS
+    from robench.data.loading import load_split
+
+    dev = load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local")
+    return list(dev["sentence"]), [int(y) for y in dev["label"]]
 
 
 def test_defenses_bench_tiny_end_to_end(settings, tiny_backbone, tiny_data, capsys):

@@ -48,6 +48,22 @@ def _record(settings, out: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def _dev_accuracy(checkpoint: Path, settings) -> float:
+    """The saved classifier's accuracy on the tiny SST-2 dev split, computed here, independently of the run."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from robench.core.registry import TASKS
+    from robench.data.loading import load_split
+
+    dev = load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local")
+    model = AutoModelForSequenceClassification.from_pretrained(checkpoint).eval()
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    with torch.inference_mode():
+        logits = model(**tokenizer(list(dev["sentence"]), padding=True, truncation=True, max_length=128,
+                                   return_tensors="pt")).logits
+    return float((logits.argmax(-1) == torch.tensor(dev["label"])).float().mean())
+
+
 # --- checkpoints --------------------------------------------------------------------
 
 def test_checkpoint_saved_with_save_pretrained_is_attacked_without_training(capsys, settings, where, tiny_backbone,
@@ -61,7 +77,8 @@ def test_checkpoint_saved_with_save_pretrained_is_attacked_without_training(caps
     assert record["spec"]["model"] == f"checkpoint:my-model@{sha[:8]}" and len(sha) == 64
     assert record["resources"]["model"]["label_order"] == [0, 1] and record["timings"]["train_seconds"] is None
     assert record["hyperparameters"]["train"] == {"max_length": 128}
-    assert record["metrics"]["examples"] == 8 and 0 <= record["metrics"]["dev_accuracy"] <= 1
+    assert record["metrics"]["examples"] == 8
+    assert record["metrics"]["dev_accuracy"] == pytest.approx(_dev_accuracy(ckpt, settings))  # the given model's
     assert not settings.checkpoints_dir.exists()  # nothing was fine-tuned
 
     assert _cli(capsys, "leaderboard", "--results-dir", settings.results_dir)[0] == 0

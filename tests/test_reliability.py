@@ -75,7 +75,7 @@ def _nothing_trained(settings) -> bool:
 
 # --- 1. data fingerprints ---------------------------------------------------------------
 
-def test_modified_data_gets_its_own_checkpoint_run_id_and_fingerprint(settings, tiny_backbone, tmp_path):
+def test_modified_data_gets_its_own_checkpoint_run_id_and_fingerprint(settings, tiny_backbone, tmp_path, work):
     spec = tiny_spec(tiny_backbone)
     original = robench.run(spec, settings, device="cpu")
     changed_dir = _copy_data(settings.data_dir, tmp_path / "changed")
@@ -90,8 +90,10 @@ def test_modified_data_gets_its_own_checkpoint_run_id_and_fingerprint(settings, 
     assert len(fingerprints) == 2 and None not in fingerprints
     assert changed.spec["data_fingerprint"] == changed.resources["data"]["fingerprint"]
     assert RunSpec.from_dict(changed.spec).run_id == changed.run_id  # a record's spec names its own run id
+    assert work.counts == {"trained": 2, "attacked": 2}
     again = robench.run(spec, settings, device="cpu")  # the original data: its own finished record
-    assert again.run_id == original.run_id and again.created == original.created
+    assert work.counts == {"trained": 2, "attacked": 2}  # found, not redone
+    assert (again.run_id, again.metrics) == (original.run_id, original.metrics)
 
 
 def test_an_analysis_is_tied_to_the_data_it_reads(settings, tiny_backbone, tmp_path):
@@ -438,23 +440,32 @@ def test_markup_in_error_text_is_printed_verbatim(capsys, base):
 
 # --- 9. file modes -----------------------------------------------------------------------------
 
-def test_records_honour_the_umask(settings, tiny_backbone):
-    old = os.umask(0o022)
-    try:
-        record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
-        from robench.report.leaderboard import write_leaderboard
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_records_honour_the_umask(tmp_path, umask, mode):
+    """Records, per-example CSVs, partial results and leaderboards, written through the store and the leaderboard
+    (no training, no attack): a new file gets the permissions the umask gives any new file."""
+    from test_compare import fake_run
 
-        _, csv_path, md_path = write_leaderboard(settings.results_dir)
+    from robench.report.leaderboard import write_leaderboard
+
+    results_dir = tmp_path / "results"
+    old = os.umask(umask)
+    try:
+        record = fake_run(results_dir / "runs", ["failed", "successful", "skipped"])
+        partial = RunStore(results_dir / "runs", "interrupted")
+        partial.append(ExampleResult(0, 1, "a b", "a c", 1, 0, "successful", 3, 2, 1))
+        _, csv_path, md_path = write_leaderboard(results_dir)
     finally:
         os.umask(old)
-    for path in (settings.runs_dir / f"{record.run_id}.json", settings.runs_dir / f"{record.run_id}.csv",
-                 csv_path, md_path):
-        assert path.stat().st_mode & 0o777 == 0o644, path
+    store = RunStore(results_dir / "runs", record.run_id)
+    assert store.finished() is not None  # a real record, as the leaderboard read it
+    for path in (store.record_path, store.csv_path, partial.partial_path, csv_path, md_path):
+        assert path.stat().st_mode & 0o777 == mode, (path, oct(path.stat().st_mode & 0o777))
 
 
 # --- 10. concurrent identical runs ---------------------------------------------------------------
 
-def test_two_identical_runs_at_once_train_and_attack_once(settings, tiny_backbone):
+def test_two_identical_runs_at_once_train_and_attack_once(settings, tiny_backbone, work):
     spec, records, errors = tiny_spec(tiny_backbone), [], []
 
     def go():
@@ -469,11 +480,12 @@ def test_two_identical_runs_at_once_train_and_attack_once(settings, tiny_backbon
     for t in threads:
         t.join()
     assert not errors and len(records) == 2
-    assert records[0].created == records[1].created and records[0].run_id == records[1].run_id
+    assert work.counts == {"trained": 1, "attacked": 1}  # the second run waited for the first and reused its work
+    assert records[0].run_id == records[1].run_id and records[0].metrics == records[1].metrics
     assert len(list(settings.checkpoints_dir.glob("*/model.safetensors"))) == 1
 
 
-def test_two_identical_trainings_at_once_train_once(settings, tiny_backbone):
+def test_two_identical_trainings_at_once_train_once(settings, tiny_backbone, work):
     spec, trained = tiny_spec(tiny_backbone), []
     threads = [threading.Thread(target=lambda: trained.append(robench.train(spec, settings, device="cpu")))
                for _ in range(2)]
@@ -481,7 +493,7 @@ def test_two_identical_trainings_at_once_train_once(settings, tiny_backbone):
         t.start()
     for t in threads:
         t.join()
-    assert sorted(t.cached for t in trained) == [False, True]
+    assert sorted(t.cached for t in trained) == [False, True] and work.trained == 1
 
 
 # --- 11. interruptions -----------------------------------------------------------------------

@@ -34,23 +34,29 @@ def test_run_writes_record_and_csv(settings, tiny_backbone):
     assert list((settings.checkpoints_dir).glob("*/model.safetensors"))
 
 
-def test_identical_run_reuses_checkpoint(settings, tiny_backbone):
+def test_identical_run_reuses_checkpoint(settings, tiny_backbone, work):
     first = robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
     again = robench.train(tiny_spec(tiny_backbone), settings, device="cpu")
     other_attack_same_training = robench.run(tiny_spec(tiny_backbone, eval_size=8), settings, device="cpu")
     assert not first.cached and again.cached and again.checkpoint == first.checkpoint
     assert other_attack_same_training.timings["train_cached"] is True
+    assert work.counts == {"trained": 1, "attacked": 1}  # one training served all three
     different = robench.train(tiny_spec(tiny_backbone, seed=1), settings, device="cpu")
-    assert different.checkpoint != first.checkpoint
+    assert different.checkpoint != first.checkpoint and work.trained == 2
 
 
-def test_finished_run_is_not_redone(settings, tiny_backbone):
+def test_finished_run_is_not_redone(settings, tiny_backbone, work):
     first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    assert work.counts == {"trained": 1, "attacked": 1}
+    path = settings.runs_dir / f"{first.run_id}.json"
+    written = path.read_bytes()
     second = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
-    assert second.created == first.created
+    assert work.counts == {"trained": 1, "attacked": 1}  # neither trained nor attacked again
+    assert path.read_bytes() == written  # the record is the one written first, untouched
+    assert (second.run_id, second.metrics, second.timings) == (first.run_id, first.metrics, first.timings)
 
 
-def test_older_format_record_is_redone(settings, tiny_backbone):
+def test_older_format_record_is_redone(settings, tiny_backbone, work):
     first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     path = settings.runs_dir / f"{first.run_id}.json"
     old = json.loads(path.read_text())
@@ -59,6 +65,7 @@ def test_older_format_record_is_redone(settings, tiny_backbone):
     assert RunStore(settings.runs_dir, first.run_id).finished() is None
     again = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     assert again.format == RECORD_FORMAT and json.loads(path.read_text())["format"] == RECORD_FORMAT
+    assert work.counts == {"trained": 1, "attacked": 2}  # attacked again, on the cached checkpoint
 
 
 def test_eval_subset_is_identical_across_training_seeds(settings, tiny_backbone):
