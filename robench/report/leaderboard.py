@@ -32,6 +32,7 @@ from robench.report.worstcase import with_worst_case, write_worst_case
 KEYS = ["task", "model", "attack", "backbone", "train_size"]
 ROW = KEYS + ["setting", "seeds", "examples"]  # the leading columns of every leaderboard row
 IDS = ["setting_id", "model_setting_id"]  # trailing columns: the setting and its model part (robench.report.identity)
+LABELS = ["model_label", "attack_label"]  # the two parts of the `setting` label (before IDS)
 METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "dev_minus_robust",
            "attack_success_rate", "perturbed_word_rate",
            "avg_words_per_input", "avg_queries", "train_seconds", "worst_case_accuracy",
@@ -139,9 +140,9 @@ def aggregate(frame: pd.DataFrame) -> pd.DataFrame:
     table = mean_std(frame, ["setting_id"], metrics, "seeds")
     first = frame.drop_duplicates("setting_id").set_index("setting_id").loc[table["setting_id"]]
     table["examples"] = pd.array(first["eval_examples"].to_numpy(), dtype="Int64")
-    for column in KEYS + ["setting", "model_setting_id"]:
+    for column in KEYS + ["setting", *LABELS, "model_setting_id"]:
         table[column] = first[column].to_numpy()
-    columns = ROW + [c for c in table.columns if c.endswith(("_mean", "_std"))] + IDS
+    columns = ROW + [c for c in table.columns if c.endswith(("_mean", "_std"))] + LABELS + IDS
     return table[columns].sort_values(KEYS + ["setting"], kind="stable").reset_index(drop=True)
 
 
@@ -205,6 +206,56 @@ def leaderboard_table(records: Records, baseline: str | None = None) -> pd.DataF
 
 
 def markdown(table: pd.DataFrame) -> str:
+    """`leaderboard.md`: the checkpoint table (`checkpoint_markdown`), then one row per setting."""
+    by_checkpoint = checkpoint_markdown(table)
+    head = f"## One row per checkpoint\n\n{by_checkpoint}\n## One row per setting\n\n" if by_checkpoint else ""
+    return head + setting_markdown(table)
+
+
+def checkpoint_markdown(table: pd.DataFrame) -> str:
+    """One row per task and model setting (the checkpoint's identity, `model_setting_id`), one column per attack
+    setting: the AdvGLUE replay and the word-level attacks of one model are columns of one row. Cells: accuracy
+    under attack with its 95% interval (mean ± std without per-example data); dev accuracy, the worst case and
+    the masking flags of the checkpoint."""
+    if table.empty or not set(LABELS) <= set(table.columns):
+        return ""
+    pairs = zip(table["attack"], table["attack_label"])
+    attacks = sorted({(a, lab if isinstance(lab, str) else "") for a, lab in pairs},
+                     key=lambda v: (v[0] != "advglue", v))  # AdvGLUE first, as on the page
+    flags = "masking_flags" in table.columns
+    worst = "worst_case_accuracy_mean" in table.columns
+    names = [v[1] if v[1].startswith(f"{v[0]}[") else " ".join(p for p in v if p) for v in attacks]
+    header = ["task", "model", "setting", "backbone", "train_size", "seeds", "dev_accuracy", *names] + \
+        (["worst_case_accuracy"] if worst else []) + (["masking_flags"] if flags else [])
+    lines = ["| " + " | ".join(_text(h) for h in header) + " |", "|" + "---|" * len(header)]
+    for _, group in table.groupby(["task", "model_setting_id"], sort=False):
+        first = group.iloc[0]
+        label = first["model_label"] if isinstance(first["model_label"], str) and first["model_label"] else "default"
+        by_attack = {(r["attack"], r["attack_label"] if isinstance(r["attack_label"], str) else ""): r
+                     for _, r in group.iterrows()}
+        cells = [_text(first[k]) for k in ("task", "model")] + [_text(label)]
+        cells += [_text(first[k]) for k in ("backbone", "train_size")] + [_text(int(group["seeds"].max()))]
+        cells.append(_metric_cell(first, "dev_accuracy"))
+        cells += [_metric_cell(by_attack[v], "robust_accuracy") if v in by_attack else "–" for v in attacks]
+        if worst:
+            cells.append(_metric_cell(first, "worst_case_accuracy"))
+        if flags:
+            cells.append(_text(first["masking_flags"]) if isinstance(first["masking_flags"], str)
+                         and first["masking_flags"] else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _metric_cell(row, metric: str) -> str:
+    if pd.notna(row.get(f"{metric}_ci_low")):
+        return format_interval(row[f"{metric}_mean"], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"],
+                               metric in PERCENT)
+    return format_mean_std(row.get(f"{metric}_mean"), row.get(f"{metric}_std"), metric in PERCENT,
+                           DIGITS.get(metric, 1))
+
+
+def setting_markdown(table: pd.DataFrame) -> str:
+    """One row per setting: every metric (with its interval where there is one), flags, the comparison."""
     metrics = [m for m in METRICS + ANALYSIS_METRICS if f"{m}_mean" in table.columns]
     baseline = "baseline" in table.columns
     flags = ["masking_flags"] if "masking_flags" in table.columns else []  # robench.report.worstcase
