@@ -190,3 +190,17 @@ def test_a_real_run_and_its_analysis_join_on_the_checkpoint(settings, tiny_backb
     table, _, _ = write_leaderboard(settings.results_dir, analysis_frame(settings.results_dir))
     assert list(table["analysis_seeds"]) == [1]
     assert table["shuffle_flip_rate_mean"].iloc[0] == pytest.approx(record.metrics["shuffle_flip_rate"])
+
+
+def test_markdown_has_one_row_per_checkpoint_with_the_attacks_as_columns(tmp_path):
+    """The AdvGLUE replay and a word-level attack of one model are columns of one row of the checkpoint table."""
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 6 + ["successful"] * 4, model="bert", seed=seed, attack="advglue", eval_size=None)
+        fake_run(runs, ["failed"] * 2 + ["successful"] * 8, model="bert", seed=seed)
+    table, _, md = write_leaderboard(tmp_path)
+    assert table["model_setting_id"].nunique() == 1 and len(table) == 2
+    by_checkpoint = md.read_text().split("## One row per setting")[0]
+    rows = [line for line in by_checkpoint.splitlines() if line.startswith("| sst2 |")]
+    assert len(rows) == 1 and "| advglue |" in by_checkpoint.splitlines()[2]
+    assert rows[0].count("[") >= 2  # both attacks' accuracies, each with its interval
