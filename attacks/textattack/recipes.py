@@ -73,6 +73,9 @@ class TextAttackParams:
     synonym_source: str = "lexicon"  # robench synonym_table source for embedding-based swaps (or counterfitted-glove)
     query_budget: int | None = bounded(None, 1, 10**9)  # per example; TextAttack stops the search when it is spent
     k: int | None = bounded(None, 1, 1000)  # max_candidates of WordSwapEmbedding / WordSwapMaskedLM
+    # the share of an input's words that may change: TextAttack's MaxWordsPerturbed(max_percent), i.e. at most
+    # ceil(rate x words); tightens a recipe's own MaxWordsPerturbed or adds one (TextDefender's budget: 0.3)
+    max_modification_rate: float | None = bounded(None, 0, 1, low_open=True)
     min_cos: float | None = bounded(None, -1, 1)  # WordEmbeddingDistance(min_cos_sim)
     similarity_threshold: float | None = bounded(None, -1, 1)  # on the paper's (USE) scale, mapped to the encoder
     encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder's own scale, as is (no mapping)
@@ -213,6 +216,7 @@ def _replaced(recipe, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
 
 def _adjust(attack, params: TextAttackParams, encoder: Any):
     """Replace USE constraints by `encoder`, apply parameter overrides, and rebuild the Attack."""
+    from textattack.constraints.overlap import MaxWordsPerturbed
     from textattack.constraints.semantics import WordEmbeddingDistance
     from textattack.constraints.semantics.sentence_encoders import SentenceEncoder, UniversalSentenceEncoder
     from textattack.transformations import CompositeTransformation, WordSwapEmbedding, WordSwapMaskedLM
@@ -227,7 +231,11 @@ def _adjust(attack, params: TextAttackParams, encoder: Any):
             if c.min_cos_sim is None:
                 raise RobenchError("min_cos applies only to recipes that bound the embedding cosine")
             c.min_cos_sim = params.min_cos
+        elif isinstance(c, MaxWordsPerturbed) and params.max_modification_rate is not None:
+            c = MaxWordsPerturbed(c.max_num_words, min(params.max_modification_rate, c.max_percent or 1.0))
         constraints.append(c)
+    if params.max_modification_rate is not None and not any(isinstance(c, MaxWordsPerturbed) for c in constraints):
+        constraints.append(MaxWordsPerturbed(max_percent=params.max_modification_rate))
     transformation = attack.transformation
     parts = transformation.transformations if isinstance(transformation, CompositeTransformation) else [transformation]
     if params.k is not None:
