@@ -18,13 +18,13 @@ same model only and the same seed only (exactly, from the copula's Owen's-T form
 `tau_seed` match the interaction and seed mean squares of the models x seeds table of accuracies by
 simulated moments (common random numbers). `rejection_rate` runs the verdict rule of
 `robench.report.stats` (the same `paired_arrays`, ALPHA and MIN_SEEDS as `robench compare`) on simulated
-pairs of models. `python -m robench.report.calibration [RUNS_DIR]` prints the fit and the tables of
-docs/statistics.md.
+pairs of models. `python -m robench.report.calibration [RUNS_DIR [REPS]]` prints the fit and the tables of
+docs/statistics.md (defaults: results/reference/runs, 4,000 repetitions for the size, a quarter for power).
 """
 from __future__ import annotations
 
-import argparse
 import itertools
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -227,7 +227,7 @@ def reference_outcomes(runs_dir: Path) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------- the tables of docs/statistics.md
 
 SIZE_SEEDS, SIZE_EXAMPLES = (3, 4, 5, 10), (100, 300, 1000, 2000)
-POWER_SEEDS, POWER_EXAMPLES = (3, 5, 10, 20), (100, 148, 300, 1000, 2000)
+POWER_SEEDS, POWER_EXAMPLES = (3, 4, 5, 10, 20), (100, 148, 300, 1000, 2000)
 
 
 def table(model: CrossedModel, shift: float, seeds: tuple[int, ...], examples: tuple[int, ...], reps: int,
@@ -251,22 +251,19 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs_dir", nargs="?", default="results/reference/runs")
-    parser.add_argument("--reps", type=int, default=4000)
-    args = parser.parse_args(argv)
-    for attack, outcomes in reference_outcomes(Path(args.runs_dir)).items():
+def main(runs_dir: str = "results/reference/runs", reps: int = 4000) -> None:
+    """Print the fit of `runs_dir`'s records and the size and power tables (`reps` repetitions per size cell)."""
+    for attack, outcomes in reference_outcomes(Path(runs_dir)).items():
         print(f"{attack}: {fit(outcomes)}")
     for name, model in FITTED.items():
         print(f"\n## {name}: {asdict(model)}")
         for shift, what in ((0.0, "size"), (0.03, "power, +3 points"), (0.05, "power, +5 points")):
             seeds, examples = (SIZE_SEEDS, SIZE_EXAMPLES) if shift == 0 else (POWER_SEEDS, POWER_EXAMPLES)
-            reps = args.reps if shift == 0 else args.reps // 4
-            print(f"\n{what} (%, {reps} repetitions)\n")
+            cell_reps = reps if shift == 0 else reps // 4
+            print(f"\n{what} (%, {cell_reps} repetitions)\n")
             print(markdown_table(["seeds"] + [f"n = {n:,}" for n in examples],
-                                 table(model, shift, seeds, examples, reps)))
+                                 table(model, shift, seeds, examples, cell_reps)))
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m robench.report.calibration [RUNS_DIR [REPS]] (no CLI flags: not a command)
+    main(*sys.argv[1:2], *(int(a) for a in sys.argv[2:3]))
