@@ -292,11 +292,14 @@ def attack_with(ctx: AttackContext, params: BertAttackParams, res: BertAttackRes
 
 
 def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, Any]:
-    """The run record's `resources.attack`: the MLM (and its held-out accuracy), encoder and stopwords."""
+    """The run record's `resources.attack`: the MLM (and its held-out accuracy), encoder, stopwords, and the
+    antonym lexicon and word space of the candidate filter (None when off)."""
     mlm = dict(info_of(res.mlm, {}))
     return {"masked_lm": mlm, "masked_lm_heldout_accuracy": mlm.get("heldout_masked_accuracy"),
             "sentence_encoder": describe_encoder(params, res.encoder),
-            "stopwords": describe_stopwords(res.stopwords)}
+            "stopwords": describe_stopwords(res.stopwords),
+            "antonym_filter": None if res.antonyms is None else info_of(res.antonyms, {"name": "antonym lists"}),
+            "word_space": None if res.word_space is None else info_of(res.word_space, {"name": "word space"})}
 
 
 def _attack(ctx: AttackContext, params: BertAttackParams) -> AttackOutput:
