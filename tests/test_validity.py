@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from test_attacks import tiny_model  # noqa: F401, F811 - the tiny victim fixture, used as an argument
 
 from robench.core.types import ExampleResult
 from robench.engine.audit import audit, classify, swap_classes, swaps
@@ -187,16 +188,45 @@ class _IdentityEncoder:
         return paper_threshold
 
 
-def test_no_default_candidate_is_a_listed_antonym(settings, tmp_path):
-    """Property test over every word of a (small) lexicon build: no candidate is a listed antonym, in any
-    inflection, either direction (WordNet's indirect antonyms included), and every candidate is a listed synonym."""
-    import dataclasses
-
-    from robench.engine.resources.lexicon import lexicon
+@pytest.fixture(scope="module")
+def small_lexicon(tiny_data, tmp_path_factory):
+    """The default source built over the 4,000 most frequent GloVe words (the real build, smaller)."""
+    from robench.core.paths import resolve_settings
     from robench.engine.resources.lexicon_table import build_lexicon_table
 
-    small = dataclasses.replace(settings, cache_dir=tmp_path)
-    table = build_lexicon_table(small, vocab_size=4000)
+    root = tmp_path_factory.mktemp("lexicon")
+    small = resolve_settings(tiny_data, root / "cache", root / "results")
+    return build_lexicon_table(small, vocab_size=4000)
+
+
+def test_lazy_similarity_gives_the_straightforward_result_with_the_lexicon_source(small_lexicon, tiny_model,  # noqa: F811
+                                                                                   settings):
+    """The lazy-versus-eager equivalence (tests/test_attacks.py) with the default source's real candidates."""
+    from robench.attacks.textfooler import TextFoolerParams, TextFoolerResources, attack_with
+    from test_attacks import FakeEncoder, FakeTagger, make_ctx, new_victim
+
+    def run(lazy: bool, threshold: float = 0.85):
+        res = TextFoolerResources(frozenset({"a", "the", "and", "of", "it", "s", "is", "to"}), FakeTagger(),
+                                  small_lexicon, FakeEncoder())
+        params = TextFoolerParams(window=5, skip_shorter_than_window=False, similarity_threshold=threshold,
+                                  lazy_similarity=lazy, concurrency=8)
+        ctx = make_ctx(settings, new_victim(tiny_model), 32, labels_from=new_victim(tiny_model))
+        return [(r.status, r.perturbed_text, r.words_perturbed) for r in attack_with(ctx, params, res)], res
+
+    lazy, lazy_res = run(True)
+    eager, eager_res = run(False)
+    assert lazy == eager
+    assert lazy != run(True, 0.0)[0]  # the similarity constraint changed some choices
+    assert sum(s == "successful" for s, *_ in lazy) >= 3
+    assert lazy_res.encoder.calls < eager_res.encoder.calls
+
+
+def test_no_default_candidate_is_a_listed_antonym(small_lexicon, settings):
+    """Property test over every word of a (small) lexicon build: no candidate is a listed antonym, in any
+    inflection, either direction (WordNet's indirect antonyms included), and every candidate is a listed synonym."""
+    from robench.engine.resources.lexicon import lexicon
+
+    table = small_lexicon
     lex = lexicon(settings)
     pairs = [(w, c) for w in table.words for c, _ in table.neighbours(w, k=50, min_cos=-1.0)]
     assert len(pairs) > 5000 and "film" in [c for c, _ in table.neighbours("movie")]
