@@ -47,9 +47,9 @@ from robench.core.types import Defense, Objective
 @dataclass(frozen=True)
 class FreeLBParams:
     adv_steps: int = bounded(5, 1, 100)  # K ascent steps per batch
-    adv_lr: float = bounded(0.03, 0, 10)  # ascent step size (L2-normalised steps)
-    adv_init_mag: float = bounded(0.05, 0, 10)  # magnitude of the random initial perturbation (0: start at zero)
-    adv_max_norm: float = bounded(0.0, 0, 100)  # L2 bound per example; 0: unbounded
+    adv_lr: float = bounded(0.03, 0, 10, cost=False)  # ascent step size (L2-normalised steps)
+    adv_init_mag: float = bounded(0.05, 0, 10, cost=False)  # random initial perturbation (0: start at zero)
+    adv_max_norm: float = bounded(0.0, 0, 100, cost=False)  # L2 bound per example; 0: unbounded
 
     def __post_init__(self) -> None:
         if self.adv_steps < 1:

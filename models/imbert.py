@@ -77,9 +77,9 @@ class IMBertParams:
 
     im_layers: tuple[int, ...] | None = None  # 0-based encoder layers with an IM-connection; None: all
     im_steps: int = bounded(5, 0, 100)  # T, solver steps per layer (0: plain BERT)
-    im_gamma: float = bounded(0.01, 0, 10, low_open=True)  # gamma, gradient-descent step (per token: r sums tokens)
+    im_gamma: float = bounded(0.01, 0, 10, low_open=True, cost=False)  # gamma, descent step (per token: r sums)
     im_solver: str = "gd"  # "gd" (gradient descent on the residual) or "fixed_point" (damped)
-    im_damping: float = bounded(0.5, 0, 1, low_open=True)  # alpha of the damped fixed-point solver
+    im_damping: float = bounded(0.5, 0, 1, low_open=True, cost=False)  # alpha of the damped fixed-point solver
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "im_layers", parse_layers(self.im_layers))

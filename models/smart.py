@@ -60,12 +60,12 @@ from robench.core.types import Defense, Objective
 @dataclass(frozen=True)
 class SMARTParams:
     smart_lambda: float = bounded(1.0, 0, 100)  # lambda_s, weight of the smoothness-inducing regulariser
-    smart_noise: float = bounded(1e-5, 0, 1)  # sigma, std of the random start of delta
-    smart_step: float = bounded(1e-3, 0, 10)  # eta, ascent step size
-    smart_eps: float = bounded(1e-5, 0, 1)  # eps, L_inf radius of delta
+    smart_noise: float = bounded(1e-5, 0, 1, cost=False)  # sigma, std of the random start of delta
+    smart_step: float = bounded(1e-3, 0, 10, cost=False)  # eta, ascent step size
+    smart_eps: float = bounded(1e-5, 0, 1, cost=False)  # eps, L_inf radius of delta
     smart_ascent_steps: int = bounded(1, 0, 100)  # T_x, projected ascent steps
     bregman_mu: float = bounded(1.0, 0, 100)  # mu, weight of the Bregman proximal point term (0: off)
-    ema_beta: float = bounded(0.99, 0, 1, high_open=True)  # beta, momentum of the teacher
+    ema_beta: float = bounded(0.99, 0, 1, high_open=True, cost=False)  # beta, momentum of the teacher
 
     def __post_init__(self) -> None:
         if min(self.smart_lambda, self.smart_noise, self.smart_step, self.smart_eps, self.bregman_mu) < 0:

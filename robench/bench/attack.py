@@ -59,7 +59,10 @@ class AttackBenchOptions:
     """The victim, the examples and the shared resources (`robench bench attack` flags of the same names)."""
 
     examples: int = 200  # eval examples attacked
-    task: str = "sst2"
+    task: str = "sst2"  # a registered task, a task file (my_task.toml) or csv:FILE (tsv:, jsonl:, parquet:)
+    text_column: str | None = None  # with --task FORMAT:FILE (two comma-separated for sentence pairs)
+    label_column: str | None = None
+    labels: str | None = None  # with --task FORMAT:FILE: the label names, comma-separated
     model: str = "bert"
     backbone: str = "minilm"
     train_size: int = 2000
@@ -77,22 +80,30 @@ class AttackBenchOptions:
             raise RobenchError("--examples must be positive")
 
 
-def specs(options: AttackBenchOptions, data_source: str) -> dict[str, Any]:
-    """RunSpecs by column label: identical but for the attack, robench-only speed knobs and TextAttack's wrapper."""
+def specs(options: AttackBenchOptions, data_source: str, settings: Settings | None = None) -> dict[str, Any]:
+    """RunSpecs by column label: identical but for the attack, robench-only speed knobs and TextAttack's wrapper.
+    The task is any `--task` form (`robench.runs.options.task_spec`; a file task needs `settings`)."""
+    from robench.runs.options import task_spec
     from robench.runs.spec import RunSpec, TrainConfig
 
     shared = {"synonym_source": options.synonym_source, "sentence_encoder": options.sentence_encoder, "k": 50,
               "min_cos": 0.5, "similarity_threshold": USE_THRESHOLD, "query_budget": options.query_budget}
     robench_only = {"similarity_metric": "angular", "window": 15, "skip_shorter_than_window": True,
                     "allow_verb_noun_swap": True, **options.robench_params}
-    base = dict(task=options.task, model=options.model, backbone=options.backbone, seed=options.seed,
-                train_size=options.train_size, eval_size=options.examples, data_source=data_source,
-                train=TrainConfig(epochs=options.epochs))
+    task = {"task": options.task} if settings is None else task_spec(
+        options.task, settings, _split(options.text_column), options.label_column, _split(options.labels))
+    base = dict(model=options.model, backbone=options.backbone, seed=options.seed, train_size=options.train_size,
+                eval_size=options.examples, data_source=data_source, train=TrainConfig(epochs=options.epochs))
+    base.update(task)  # a file task: its name, definition and the local data source
     out = {ROBENCH: RunSpec(attack=ROBENCH, attack_params={**shared, **robench_only}, **base),
            TEXTATTACK: RunSpec(attack=TEXTATTACK, attack_params=shared, **base)}
     if options.stock:
         out[STOCK] = RunSpec(attack=TEXTATTACK, attack_params={**shared, "model_wrapper": "huggingface"}, **base)
     return out
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
 def warm_up(spec, settings, device: str, console: Console | None) -> None:
@@ -168,10 +179,11 @@ def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Co
     from robench.core.device import pick_device
 
     device = str(pick_device(options.device))
-    runs = specs(options, "local" if settings.data_dir is not None else "hub")
+    runs = specs(options, "local" if settings.data_dir is not None else "hub", settings)
+    task = runs[ROBENCH].task
     warm_up(runs[ROBENCH], settings, device, console)
     sides = [attack(spec, settings, device, console) for spec in runs.values()]
-    title = (f"TextFooler on {options.task}: robench vs TextAttack 0.3.11 ({options.model}/{options.backbone}, "
+    title = (f"TextFooler on {task}: robench vs TextAttack 0.3.11 ({options.model}/{options.backbone}, "
              f"train {options.train_size}×{options.epochs} ep, {options.examples} examples, seed {options.seed}, "
              f"{device}, synonyms {options.synonym_source}, encoder {options.sentence_encoder})")
     header, rows = ["metric", *runs], compare(sides)
@@ -182,6 +194,6 @@ def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Co
         table.add_row(*row)
     Console(width=max(Console().width, 132)).print(table)
     csv_path, md_path = write(rows, header, title,
-                              settings.results_dir / "bench" / f"attack-{options.task}-{options.examples}")
+                              settings.results_dir / "bench" / f"attack-{task}-{options.examples}")
     print(f"wrote {csv_path} and {md_path}; run records in {settings.runs_dir}")
     return rows

@@ -43,7 +43,10 @@ class DefensesOptions:
     """What to compare and how to train it (`robench bench defenses` flags of the same names)."""
 
     models: tuple[str, ...] = ("bert", "imbert", "freelb", "smart")  # bert is the baseline
-    task: str = "sst2"
+    task: str = "sst2"  # a registered task, a task file (my_task.toml) or csv:FILE (tsv:, jsonl:, parquet:)
+    text_column: str | None = None  # with --task FORMAT:FILE (two comma-separated for sentence pairs)
+    label_column: str | None = None
+    labels: str | None = None  # with --task FORMAT:FILE: the label names, comma-separated
     backbone: str = "minilm"
     train_size: int = 4000
     low_resource: int = 500  # the low-resource training subset; 0 skips it
@@ -74,8 +77,13 @@ class DefensesOptions:
         source = self.data_source or ("local" if settings.data_dir is not None else "hub")
         train = TrainConfig(epochs=self.epochs_for(size), lr=self.lr, batch_size=self.batch_size,
                             max_length=self.max_length)
-        return RunSpec(task=self.task, model=model, attack="advglue", backbone=self.backbone, seed=seed,
-                       train_size=size, data_source=source, train=train, model_params=params)
+        from robench.runs.options import task_spec
+
+        split = lambda text: [p.strip() for p in text.split(",") if p.strip()] if text else None  # noqa: E731
+        task = {"data_source": source, **task_spec(self.task, settings, split(self.text_column), self.label_column,
+                                                  split(self.labels))}
+        return RunSpec(model=model, attack="advglue", backbone=self.backbone, seed=seed, train_size=size,
+                       train=train, model_params=params, **task)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,6 @@ def print_analysis_plan(spec, settings, args, syntax) -> None:
     from robench.analysis.records import AnalysisConfig
     from robench.cli.core import print_plan
 
-    print_plan(spec, settings, args.device, attack=False)
+    print_plan(spec, settings, args.device, attack=False, cost=not args.no_estimate)
     path = analysis_path(spec, AnalysisConfig(args.examples, args.shuffles, syntax=syntax), settings)
     print(f"analysis record: {path} ({'finished' if path.is_file() else 'to measure'})")

@@ -21,6 +21,16 @@ def add_parser(sub) -> None:
         add(benchmarks)
 
 
+def add_task_args(p: argparse.ArgumentParser) -> None:
+    """--task in every form `robench run` takes, with the flags of the one-line form."""
+    p.add_argument("--task", help="registered task, a task file (my_task.toml), or csv:FILE / tsv: / jsonl: / "
+                                  "parquet: (default: sst2)")
+    p.add_argument("--text-column", help="with --task FORMAT:FILE: the text column, or two comma-separated for "
+                                         "sentence pairs (default: text)")
+    p.add_argument("--label-column", help="with --task FORMAT:FILE: the label column (default: label)")
+    p.add_argument("--labels", help="with --task FORMAT:FILE: the label names in index order, comma-separated")
+
+
 def options(cls: type, args: argparse.Namespace, **given: Any) -> Any:
     """`cls` from the flags named like its fields (lists become tuples); flags left out keep cls's defaults."""
     values = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(cls)}
@@ -36,7 +46,7 @@ def _add_defenses(sub) -> None:
                                    "invocation.")
     p.add_argument("--models", nargs="+", help="models to compare (bert is the baseline; default: bert imbert "
                                                "freelb smart)")
-    p.add_argument("--task")
+    add_task_args(p)
     p.add_argument("--backbone")
     p.add_argument("--train-size", type=int, help="training subset (default 4000)")
     p.add_argument("--low-resource", type=int, help="low-resource training subset; 0 skips it (default 500)")
@@ -120,7 +130,7 @@ def _add_attack(sub) -> None:
                        description="`robench bench attack`: robench's `textfooler` vs TextAttack's "
                                    "(`textattack:textfooler`), side by side.")
     p.add_argument("--examples", type=int, help="eval examples attacked (default: 200)")
-    p.add_argument("--task")
+    add_task_args(p)
     p.add_argument("--model")
     p.add_argument("--backbone")
     p.add_argument("--train-size", type=int)

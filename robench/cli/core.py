@@ -34,11 +34,11 @@ def cmd_run(args) -> None:
     from robench.runs.runner import run
 
     settings, console = settings_from_args(args), progress_console(args)
+    if args.dry_run:
+        return dry_run(args, settings, attack=True)
     for spec in specs_from_args(args, settings):
-        if args.dry_run:
-            print_plan(spec, settings, args.device, attack=True)
-            continue
-        record = run(spec, settings, device=args.device, console=console, force=args.force, on_estimate=say_estimate)
+        record = run(spec, settings, device=args.device, console=console, force=args.force,
+                     on_estimate=None if args.no_estimate else say_estimate)
         Console().print(summary_table(record))
         print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
 
@@ -47,32 +47,110 @@ def cmd_train(args) -> None:
     from robench.runs.runner import train
 
     settings, console = settings_from_args(args), progress_console(args)
+    if args.dry_run:
+        return dry_run(args, settings, attack=False)
     for spec in specs_from_args(args, settings):
-        if args.dry_run:
-            print_plan(spec, settings, args.device, attack=False)
-            continue
-        trained = train(spec, settings, device=args.device, console=console, on_estimate=say_estimate)
+        trained = train(spec, settings, device=args.device, console=console,
+                        on_estimate=None if args.no_estimate else say_estimate)
         state = "reused cached checkpoint" if trained.cached else "trained"
         print(f"{state}: {trained.checkpoint} (dev accuracy {trained.record['dev_accuracy']:.4f})")
 
 
-def print_plan(spec, settings, device: str, attack: bool) -> None:
+def dry_run(args, settings, attack: bool) -> None:
+    """`--dry-run`: each seed's plan, from the dry-run cache while nothing it depends on changed
+    (`robench.runs.plan_cache`), else resolved and estimated now (and cached)."""
+    from robench.runs import plan_cache
+
+    if cached_dry_run(args, attack, settings):
+        return
+    key = _plan_key(args, settings, attack)
+    entries = []
+    for spec in specs_from_args(args, settings):
+        p, lines = plan_lines(spec, settings, args.device, attack, cost=not args.no_estimate)
+        print("\n".join(lines))
+        entries.append(_plan_entry(p, lines, args))
+    plan_cache.save(settings.cache_dir, key, entries)
+
+
+def _plan_key(args, settings, attack: bool) -> str:
+    import dataclasses
+
+    from robench.cli.common import options_from_args
+    from robench.runs import plan_cache
+
+    options = dataclasses.asdict(options_from_args(args))
+    dirs = {k: str(v) if v is not None else None for k, v in dataclasses.asdict(settings).items()}
+    return plan_cache.plan_key("run" if attack else "train", options, args.device, dirs, args.no_estimate)
+
+
+def cached_dry_run(args, attack: bool, settings=None) -> bool:
+    """Print the dry run's cached answer and return True, if there is one that still holds
+    (`robench.runs.plan_cache`); imports none of the heavy libraries."""
+    import sys
+
+    from robench.runs import plan_cache
+
+    settings = settings or settings_from_args(args)
+    if (lines := plan_cache.load(settings.cache_dir, _plan_key(args, settings, attack))) is None:
+        return False
+    print("\n".join(lines))
+    print("(the cached answer of an identical dry run: code, data, calibration, checkpoint and record unchanged)",
+          file=sys.stderr)
+    return True
+
+
+def _plan_entry(p, lines: list[str], args) -> dict:
+    """What the dry-run cache keeps of one plan, and what must still hold to reuse it."""
+    from pathlib import Path
+
+    from robench.runs import plan_cache
+    from robench.runs.estimate import CALIBRATION_MAX_AGE
+
+    run, files = p.resolved, []
+    if run.spec.task_source is not None:
+        files += [Path(f) for f in run.spec.task_source["files"].values() if f]
+    elif run.spec.data_source == "local" and run.settings.data_dir is not None:
+        files += [run.settings.data_dir / f for f in run.task.data_files]
+    if run.recipe is not None and run.settings.data_dir is not None:
+        files += [run.settings.data_dir / f for f in run.recipe.data_files]
+    if str(args.task).endswith(".toml"):
+        files.append(Path(args.task).expanduser().resolve())
+    if run.backbone is not None and Path(run.backbone.location).is_dir():
+        files.append(Path(run.backbone.location))
+    return {"lines": lines, "files": plan_cache.file_stamps(files),
+            "checkpoint": None if not run.spec.trains else str(p.checkpoint), "checkpoint_cached": p.checkpoint_cached,
+            "record": str(p.record) if p.record is not None else None, "record_finished": p.record_finished,
+            "calibration": None if p.calibration is None else
+            plan_cache.calibration_entry(p.calibration, CALIBRATION_MAX_AGE)}
+
+
+def plan_lines(spec, settings, device: str, attack: bool, cost: bool = True):
+    """The plan of `spec` and the lines a dry run prints for it (calibration progress goes to stderr)."""
     import json
 
     from robench.runs.runner import plan
 
-    p = plan(spec, settings, device, attack=attack)
-    print(json.dumps({"run_id": p.spec.run_id, "spec": p.spec.to_dict()}, indent=2))
-    print(f"checkpoint: {p.checkpoint} ({'cached' if p.checkpoint_cached else 'to train'})")
+    def say(line: str) -> None:
+        Console(stderr=True).print(line, highlight=False, markup=False)
+
+    p = plan(spec, settings, device, attack=attack, cost=cost, say=say)
+    lines = [json.dumps({"run_id": p.spec.run_id, "spec": p.spec.to_dict()}, indent=2),
+             f"checkpoint: {p.checkpoint} ({'cached' if p.checkpoint_cached else 'to train'})"]
     if p.record is not None:
-        print(f"record: {p.record} ({'finished' if p.record_finished else 'to run'})")
+        lines.append(f"record: {p.record} ({'finished' if p.record_finished else 'to run'})")
     if p.estimate is None:
-        print("nothing to do: everything is cached" if p.record_finished or not attack else
-              "no cost estimate for a model robench did not train")
+        lines.append("nothing to do: everything is cached" if p.record_finished or not attack else
+                     "no cost estimate (--no-estimate)" if not cost else
+                     "no cost estimate for a model robench did not train")
     else:
-        print(p.estimate.line())
+        lines.append(p.estimate.line())
         if (advice := p.estimate.advice()) is not None:
-            print(f"hint: {advice}")
+            lines.append(f"hint: {advice}")
+    return p, lines
+
+
+def print_plan(spec, settings, device: str, attack: bool, cost: bool = True) -> None:
+    print("\n".join(plan_lines(spec, settings, device, attack, cost)[1]))
 
 
 ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (clean) accuracy", "clean_accuracy", "%"),

@@ -26,6 +26,8 @@ def add_parser(subparsers) -> None:
                    help="GPUs each Ray job asks for on CUDA, e.g. 0.25 to run 4 jobs per GPU "
                         "(overrides [resources] gpus)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells and train jobs; run nothing")
+    p.add_argument("--no-estimate", action="store_true",
+                   help="skip the cost estimate (and the calibration of each model behind it)")
     add_common_args(p)
     p.set_defaults(handler=cmd_grid)
 
@@ -48,8 +50,8 @@ def cmd_grid(args) -> None:
         Console().print(Board(cells, trains, f"grid {cfg.name} (dry run)").table())
         print(f"{len(cells)} cells, {sum(c.state == 'skipped' for c in cells)} finished, "
               f"{len(trains)} train jobs, {sum(len(t.cells) for t in trains)} attack jobs")
-    if trains:
-        say_estimate(grid_estimate(trains, settings, args.device, persist=not args.dry_run),
+    if trains and not args.no_estimate:
+        say_estimate(grid_estimate(trains, settings, args.device, persist=True),
                      "sum over the grid's jobs; parallel workers divide it", grid=True)
     if args.dry_run:
         return

@@ -44,12 +44,13 @@ class GridConfig:
     model_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     attack_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     resources: JobResources = field(default_factory=JobResources)
+    task_sources: dict[str, dict[str, Any]] = field(default_factory=dict)  # a task file entry -> its definition
 
 
 def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
     """Parse a grid config from a TOML file or an already-parsed mapping; bad input -> RobenchError."""
     if isinstance(source, Mapping):
-        raw, where, default_name = dict(source), "grid config", "grid"
+        raw, where, default_name, base = dict(source), "grid config", "grid", Path.cwd()
     else:
         path = Path(source)
         if not path.is_file():
@@ -60,7 +61,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
             raise RobenchError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         except tomllib.TOMLDecodeError as exc:
             raise RobenchError(f"{path}: invalid TOML: {exc}") from exc
-        where, default_name = str(path), path.stem
+        where, default_name, base = str(path), path.stem, path.resolve().parent
     unknown = sorted(set(raw) - set(KNOWN_KEYS))
     if unknown:
         raise RobenchError(f"{where}: unknown key(s) {unknown} (known: {', '.join(KNOWN_KEYS)})")
@@ -83,7 +84,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
         train=make_params(TrainConfig, {**preset.train_values(), **_table(raw, "train", where)}, f"{where} [train]"),
         model_params=_overrides(raw, "model_params", models, where),
         attack_params=_overrides(raw, "attack_params", attacks, where),
-        resources=resources,
+        resources=resources, task_sources=_task_sources(tasks, base, where),
     )
 
 
@@ -93,15 +94,39 @@ def expand(config: GridConfig) -> list[RunSpec]:
     for task, model, backbone, seed in product(config.tasks, config.models, config.backbones, config.seeds):
         for train_size, attack in product(_sizes_for(config.train_size, task), config.attacks):
             for eval_size in _sizes_for(config.eval_size, attack):
+                source = config.task_sources.get(task)
+                task_fields = {"task": task, "data_source": config.data_source} if source is None else \
+                    {"task": source["name"], "task_source": source, "data_source": "local"}
                 specs.append(RunSpec(
-                    task=task, model=model, attack=attack, backbone=backbone, seed=seed, train_size=train_size,
-                    eval_size=eval_size, data_source=config.data_source, train=config.train,
+                    model=model, attack=attack, backbone=backbone, seed=seed, train_size=train_size,
+                    eval_size=eval_size, train=config.train, **task_fields,
                     model_params=dict(config.model_params.get(model, {})),
                     attack_params=dict(config.attack_params.get(attack, {}))))
     return specs
 
 
 # ---------------------------------------------------------------- parsing helpers
+
+def _task_sources(tasks: tuple[str, ...], base: Path, where: str) -> dict[str, dict[str, Any]]:
+    """The definition of each task file in `tasks` (`my_task.toml`, relative to the config's folder), read and
+    hashed now, as `robench run --task my_task.toml` reads it. The one-line form `csv:FILE` needs --labels and
+    the column flags, which a grid config has no place for: write a task file instead."""
+    from robench.data.file_tasks import ONE_LINE, file_task_definition
+
+    out = {}
+    for task in tasks:
+        if ONE_LINE.match(task):
+            raise RobenchError(f"{where}: task {task!r}: a grid takes a task file (my_task.toml: the data files, "
+                               "text_columns, label_column and labels) rather than the one-line csv:FILE form, "
+                               "whose --labels and column flags a grid config has no place for")
+        if task.endswith(".toml"):
+            path = Path(task).expanduser()
+            try:
+                out[task] = file_task_definition(str(path if path.is_absolute() else base / path))
+            except RobenchError as exc:
+                raise RobenchError(f"{where}: task {task!r}: {exc}") from None
+    return out
+
 
 def _preset(value: Any, where: str) -> Preset:
     if not isinstance(value, str):

@@ -8,19 +8,25 @@
   attack one per example, times `SEARCH_OVERHEAD` for the work outside the victim (candidates, POS tags,
   sentence encoder: 10% of TextFooler's time when profiled, docs/results.md).
 
-Calibrations are cached per model, parameters, backbone, device, thread count, batch size and maximum length
-under `<cache_dir>/estimates/` with the checksum of their values; a cache file that is damaged, edited or
-holds a value that is not a positive finite number is measured again, with a warning. `robench bench estimate`
-compares the estimate with real runs.
+Calibrations are cached under `<cache_dir>/estimates/`, keyed by the defence and its cost-relevant parameters
+(a parameter declared `bounded(..., cost=False)`, a step size, is left out), backbone, device, torch threads,
+task, batch size, maximum length and the code version (`code_version`: robench's version, torch's, and the
+source of the training loop, the victim and the defences), with the checksum of their values. Staleness: a
+calibration older than CALIBRATION_MAX_AGE is measured again (the machine's load changes), and so is a cache
+file that is damaged, edited or holds a value that is not a positive finite number (with a warning).
+`robench bench estimate` compares the estimate with real runs.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import math
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -30,9 +36,12 @@ from robench.data.loading import load_split, subset, texts_of
 from robench.runs.resolve import ResolvedRun
 
 SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
-CALIBRATION_FORMAT = 4  # 2: the inference rate is measured on attack-shaped queries; 3: more of them; 4: checksummed
+CALIBRATION_FORMAT = 5  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned
+CALIBRATION_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older calibration is measured again
+COST_SOURCES = ("robench/training", "robench/engine/victim.py", "models")  # code whose change changes the cost
 log = logging.getLogger(__name__)
 CPU_HOUR_ADVICE = 3600.0
+Say = Callable[[str], None]  # hears progress lines (the CLI prints them on stderr)
 
 
 @dataclass(frozen=True)
@@ -94,14 +103,15 @@ def duration(seconds: float) -> str:
 
 
 def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist: bool = True,
-             memo: dict[Path, Calibration] | None = None) -> CostEstimate:
+             memo: dict[Path, Calibration] | None = None, say: Say | None = None) -> CostEstimate:
     """The estimated cost of `run` on `device` (calibrating the model first unless a measurement is cached).
 
-    `persist=False` writes nothing (a dry run); `memo` keeps calibrations across calls in one process."""
+    `persist=False` caches no new calibration; `memo` keeps calibrations across calls in one process; `say` hears
+    when it has to calibrate, and how long that took."""
     spec, settings, task = run.spec, run.settings, run.task
     train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
     dev = load_split(task, "eval", settings.data_dir, spec.data_source)
-    cal = calibration(run, device, train, dev, persist, {} if memo is None else memo)
+    cal = calibration(run, device, train, dev, persist, {} if memo is None else memo, say)
     train_seconds = None
     if not train_cached:
         steps = math.ceil(len(train) / spec.train.batch_size) * spec.train.epochs
@@ -125,7 +135,9 @@ def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:
 
 
 def calibration(run: ResolvedRun, device: torch.device, train, dev, persist: bool,
-                memo: dict[Path, Calibration]) -> Calibration:
+                memo: dict[Path, Calibration], say: Say | None = None) -> Calibration:
+    """The cached calibration of `run` on `device`, or a new measurement (cached when `persist`); `say` hears that
+    it calibrates and how long that took."""
     path = _cache_path(run, device)
     if path in memo:
         return memo[path]
@@ -133,13 +145,21 @@ def calibration(run: ResolvedRun, device: torch.device, train, dev, persist: boo
     if isinstance(cached, Calibration):
         memo[path] = cached
         return cached
-    if cached is not None:
+    if cached is not None and not cached.startswith("measured "):
         log.warning("cached calibration %s is invalid (%s); measuring again", path, cached)
+    if say is not None:
+        why = "no calibration cached for this setting" if cached is None else cached
+        say(f"calibrating {run.spec.model} on {device} ({why}): timing 3 training steps and a batch of "
+            "attack-shaped predictions of the real model...")
+    start = time.perf_counter()
     cal = memo[path] = measure(run, device, train, dev)
+    if say is not None:
+        say(f"calibrated in {time.perf_counter() - start:.1f} s" + (f"; cached in {path}" if persist else ""))
     if persist:
         from robench.core.files import atomic_write
 
-        atomic_write(path, json.dumps({"calibration": asdict(cal), "sha256": content_digest(asdict(cal))}))
+        atomic_write(path, json.dumps({"calibration": asdict(cal), "sha256": content_digest(asdict(cal)),
+                                       "measured": time.time()}))
     return cal
 
 
@@ -157,6 +177,9 @@ def _cached_calibration(path: Path) -> Calibration | str | None:
         return f"unreadable ({type(exc).__name__})"
     if problem := digest_problem(values, saved.get("sha256")):
         return problem
+    measured = saved.get("measured")
+    if not isinstance(measured, (int, float)) or not 0 <= time.time() - measured <= CALIBRATION_MAX_AGE:
+        return f"measured {'at an unknown time' if not isinstance(measured, (int, float)) else 'over a week ago'}"
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             return f"{name} is {value!r}, not a positive finite number"
@@ -165,11 +188,31 @@ def _cached_calibration(path: Path) -> Calibration | str | None:
 
 def _cache_path(run: ResolvedRun, device: torch.device) -> Path:
     spec = run.spec
-    key = content_hash({"format": CALIBRATION_FORMAT, "model": spec.model, "params": run.model_params,
+    key = content_hash({"format": CALIBRATION_FORMAT, "model": spec.model, "params": cost_params(run),
                         "backbone": run.backbone.fingerprint, "device": str(device), "task": spec.task,
                         "threads": torch.get_num_threads(), "batch_size": spec.train.batch_size,
-                        "max_length": spec.train.max_length, "torch": torch.__version__})
+                        "max_length": spec.train.max_length, "code": code_version()})
     return run.settings.cache_dir / "estimates" / f"{key}.json"
+
+
+def cost_params(run: ResolvedRun) -> dict:
+    """The defence's parameters that can change its cost: all but those declared `bounded(..., cost=False)`."""
+    free = {f.name for part in run.defense.parts for f in fields(part.params) if f.metadata.get("cost") is False}
+    return {k: v for k, v in run.model_params.items() if k not in free}
+
+
+@functools.cache
+def code_version() -> str:
+    """robench's and torch's versions and a digest of the code that sets a step's or a prediction's cost."""
+    import robench
+
+    root = Path(robench.__file__).resolve().parent
+    digest = hashlib.sha256(f"{robench.__version__} {torch.__version__}".encode())
+    for rel in COST_SOURCES:
+        base = root.parent / rel if (root.parent / rel).exists() else root / rel.removeprefix("robench/")
+        for path in sorted(base.rglob("*.py")) if base.is_dir() else [base] if base.is_file() else []:
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) -> Calibration:

@@ -93,14 +93,27 @@ def _train_config(epochs: int, lr: float, batch_size: int, max_length: int) -> T
 
 def task_fields(options: RunOptions, settings: Settings) -> dict[str, Any]:
     """`task_source` (and the task's name) for a task read from files; nothing for a registered task."""
-    from robench.data.file_tasks import file_task_definition, is_file_task
+    from robench.data.file_tasks import is_file_task
 
     if not is_file_task(options.task):
         if options.text_column or options.label_column or options.labels:
             raise RobenchError("--text-column, --label-column and --labels describe a task read from a file: "
                                "use them with --task csv:FILE (or tsv:, jsonl:, parquet:)")
         return {}
-    columns = [options.text_column] if isinstance(options.text_column, str) else options.text_column
-    definition = file_task_definition(options.task, list(columns) if columns else None, options.label_column,
-                                      list(options.labels) if options.labels else None, settings.cache_dir)
+    return task_spec(options.task, settings, options.text_column, options.label_column, options.labels)
+
+
+def task_spec(task: str, settings: Settings, text_column: str | Sequence[str] | None = None,
+              label_column: str | None = None, labels: Sequence[str] | None = None) -> dict[str, Any]:
+    """The RunSpec fields of `--task` in any of its forms: `{"task": NAME}` for a registered task; for a task file
+    (`my_task.toml`) or `csv:FILE` (`tsv:`, `jsonl:`, `parquet:`, with the columns and labels) its name, its
+    definition (`task_source`, files hashed) and the local data source. Every command that takes `--task` builds
+    its specs through this (run, train, analyze, the benchmarks, grids)."""
+    from robench.data.file_tasks import file_task_definition, is_file_task
+
+    if not is_file_task(task):
+        return {"task": task}
+    columns = [text_column] if isinstance(text_column, str) else text_column
+    definition = file_task_definition(task, list(columns) if columns else None, label_column,
+                                      list(labels) if labels else None, settings.cache_dir)
     return {"task": definition["name"], "task_source": definition, "data_source": "local"}

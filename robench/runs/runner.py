@@ -54,13 +54,20 @@ class RunPlan:
     checkpoint_cached: bool
     record: Path | None  # None: training only
     record_finished: bool
-    estimate: CostEstimate | None  # None: nothing left to do, or a given checkpoint (no estimate)
+    estimate: CostEstimate | None  # None: nothing left to do, a given checkpoint (no estimate), or not asked for
+    resolved: ResolvedRun | None = None
+    calibration: Path | None = None  # the cached calibration the estimate came from
 
 
-def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", attack: bool = True) -> RunPlan:
-    """Validate `spec` and say where its checkpoint and record go, whether they exist, and what the rest costs.
+def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", attack: bool = True,
+         cost: bool = True, say: Callable[[str], None] | None = None) -> RunPlan:
+    """Validate `spec` and say where its checkpoint and record go, whether they exist, and what the rest costs
+    (`cost=False`: no estimate, so no calibration).
 
-    Trains nothing and writes nothing (the calibration behind the estimate is not cached either)."""
+    Trains nothing and writes nothing but the calibration cache: without a cached calibration, this calibrates
+    (`say` hears that it does, and how long it took) and caches it, so that the next dry run answers at once."""
+    from robench.runs.estimate import _cache_path
+
     settings = settings or resolve_settings()
     resolved = resolve_run(spec, settings, attack=attack)
     spec = resolved.spec  # with its data fingerprint, so the run id is the one `run` uses
@@ -70,9 +77,11 @@ def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", 
     cached = given or is_cached(checkpoint)
     record = record_path(settings.runs_dir, spec.run_id) if attack else None
     finished = attack and RunStore(settings.runs_dir, spec.run_id).finished() is not None
-    todo = not finished and (attack or not cached) and not given
-    cost = estimate(resolved, pick_device(device), cached, persist=False) if todo else None
-    return RunPlan(spec, checkpoint, cached, record, finished, cost)
+    todo = cost and not finished and (attack or not cached) and not given
+    torch_device = pick_device(device)
+    estimated = estimate(resolved, torch_device, cached, persist=True, say=say) if todo else None
+    return RunPlan(spec, checkpoint, cached, record, finished, estimated, resolved,
+                   _cache_path(resolved, torch_device) if todo else None)
 
 
 def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
