@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
+from rich.text import Text
 
 from robench.runs.presets import DEFAULT_PRESET, PRESETS
 
@@ -100,6 +101,14 @@ def specs_from_args(args, settings):
 
 def _comma_list(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def plain(text) -> Text:
+    """A name or text from data or a record as one terminal cell: plain text (no rich markup), control and
+    bidirectional characters shown as visible escapes (`robench.core.text.terminal_safe`)."""
+    from robench.core.text import terminal_safe
+
+    return Text(terminal_safe(text))
 
 
 def progress_console(args) -> Console | None:

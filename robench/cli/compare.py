@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from robench.cli.common import settings_from_args
+from robench.cli.common import plain, settings_from_args
 
 
 def add_parser(sub) -> None:
@@ -35,7 +35,8 @@ def cmd_compare(args) -> None:
                                          c.setting.spec["model"]))
     for c in order:
         d = c.difference
-        table.add_row(c.setting.spec["task"], c.setting.spec["attack"], c.setting.label, c.setting.spec["model"],
+        table.add_row(*(plain(v) for v in (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
+                                           c.setting.spec["model"])),  # names from records: no markup, no controls
                       " ".join(map(str, c.seeds)), str(c.examples),
                       _interval(d), _p(c.p_value), _p(c.adjusted_p), c.verdict,
                       f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")

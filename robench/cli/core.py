@@ -6,7 +6,14 @@ import os
 from rich.console import Console
 from rich.table import Table
 
-from robench.cli.common import add_spec_args, progress_console, say_estimate, settings_from_args, specs_from_args
+from robench.cli.common import (
+    add_spec_args,
+    plain,
+    progress_console,
+    say_estimate,
+    settings_from_args,
+    specs_from_args,
+)
 
 
 def add_parser(sub) -> None:
@@ -163,8 +170,8 @@ ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (cl
 
 def summary_table(record) -> Table:
     spec = record.spec
-    table = Table(title=f"{spec['model']} × {spec['attack']} on {spec['task']} "
-                        f"({spec['backbone']}, seed {spec['seed']}, {record.metrics.get('examples')} examples)")
+    table = Table(title=plain(f"{spec['model']} × {spec['attack']} on {spec['task']} "
+                              f"({spec['backbone']}, seed {spec['seed']}, {record.metrics.get('examples')} examples)"))
     table.add_column("Metric")
     table.add_column("Value", justify="right")
     for label, key, kind in ROWS:
@@ -201,7 +208,7 @@ def cmd_leaderboard(args) -> None:
 
     settings = settings_from_args(args)
     if args.html:
-        _check_page_path(args.html)
+        check_page_path(args.html)
     analyses = None
     if args.with_analysis:
         from robench.analysis import analysis_frame
@@ -218,8 +225,9 @@ def cmd_leaderboard(args) -> None:
         print(f"wrote {write_html(settings.results_dir, args.html, baseline=args.baseline, table=table)}")
 
 
-def _check_page_path(page: str) -> None:
-    """--html names a file whose folder exists or can be made (checked before anything is written)."""
+def check_page_path(page: str) -> None:
+    """--html names a file whose folder exists (or can be made) and is writable (checked before anything is
+    written)."""
     from pathlib import Path
 
     from robench.core.errors import RobenchError
@@ -232,3 +240,5 @@ def _check_page_path(page: str) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise RobenchError(f"--html {page}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise RobenchError(f"--html {page}: {parent} is not writable")

@@ -1,11 +1,16 @@
-"""`robench show RUN_ID`: a finished run's attacked examples in the terminal, changed words highlighted."""
+"""`robench show RUN_ID`: a finished run's attacked examples in the terminal, changed words highlighted.
+
+Texts, names and labels come from data and records: control characters (escape sequences, OSC-8 links) and
+bidirectional controls in them are shown as visible escapes (`robench.core.text.terminal_safe`), and nothing
+from them is read as rich markup. `show` only reads: a read-only results directory is fine."""
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from robench.cli.common import settings_from_args
+from robench.cli.common import plain, settings_from_args
+from robench.core.text import terminal_safe
 
 STATUS_STYLE = {"successful": "bold red", "failed": "green", "skipped": "dim", "error": "bold magenta"}
 
@@ -24,7 +29,11 @@ def cmd_show(args) -> None:
     from robench.report.examples import load_run
     from robench.report.validity import validity_facts
 
-    runs_dir = settings_from_args(args).runs_dir
+    if args.html:
+        from robench.cli.core import check_page_path
+
+        check_page_path(args.html)
+    runs_dir = settings_from_args(args, read_only=True).runs_dir
     run = load_run(runs_dir, args.run_id)
     console = Console()
     console.print(examples_table(run, args.outcome, args.limit))
@@ -46,9 +55,10 @@ def examples_table(run, outcome: str, limit: int) -> Table:
     chosen = [e for e in run.examples if outcome in ("all", e.status)]
     shown = chosen[:limit] if limit > 0 else chosen
     counts = ", ".join(f"{n} {o}" for o, n in run.counts().items() if n)
-    table = Table(title=f"{spec['model']} × {spec['attack']} on {spec['task']} (seed {spec['seed']}): {counts}",
-                  caption=f"{len(shown)} of {len(chosen)} {'' if outcome == 'all' else outcome + ' '}examples; "
-                          f"run {run.record.run_id}", show_lines=True)
+    title = f"{spec.get('model')} × {spec.get('attack')} on {spec.get('task')} (seed {spec.get('seed')}): {counts}"
+    table = Table(title=plain(title), show_lines=True,
+                  caption=plain(f"{len(shown)} of {len(chosen)} {'' if outcome == 'all' else outcome + ' '}"
+                                f"examples; run {run.record.run_id}"))
     for name, justify in (("#", "right"), ("outcome", "left"), ("label", "left"), ("prediction", "left"),
                           ("queries", "right"), ("original", "left"), ("adversarial", "left")):
         table.add_column(name, justify=justify, overflow="fold")
@@ -56,8 +66,10 @@ def examples_table(run, outcome: str, limit: int) -> Table:
         original, adversarial = word_diff(e.original_text, e.perturbed_text)
         if lexicon is not None and e.status == "successful":  # antonym and unlisted swaps marked
             adversarial = marked(adversarial, swap_marks(e.original_text, e.perturbed_text, lexicon))
-        table.add_row(str(e.index), Text(e.status, STATUS_STYLE.get(e.status, "")), run.label(e.label),
-                      f"{run.label(e.original_prediction)} → {run.label(e.perturbed_prediction)}", str(e.queries),
+        table.add_row(str(e.index), Text(terminal_safe(e.status), STATUS_STYLE.get(e.status, "")),
+                      plain(run.label(e.label)),
+                      plain(f"{run.label(e.original_prediction)} → {run.label(e.perturbed_prediction)}"),
+                      str(e.queries),
                       _styled(original, "bold red strike") if original else Text("(replayed: no original)", "dim"),
                       _styled(adversarial, "bold green"))
     return table
@@ -66,7 +78,7 @@ def examples_table(run, outcome: str, limit: int) -> Table:
 def _styled(pieces, style: str) -> Text:
     text = Text()
     for piece in pieces:
-        text.append(piece.text, style if piece.changed else "")
+        text.append(terminal_safe(piece.text), style if piece.changed else "")
         if getattr(piece, "mark", ""):
             text.append(f"[{piece.mark}]", "bold white on red" if piece.mark == "antonym" else "bold yellow")
     return text

@@ -17,8 +17,9 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 NO_SPACE_WORDS = ("No space left on device", "Disk quota exceeded", "Read-only file system")
 
 
-class DiskFull(RobenchError):
-    """A write failed for lack of space (or quota, or a read-only file system); nothing half-written is kept."""
+class DiskFull(RobenchError, OSError):
+    """A write failed for lack of space (or quota, or a read-only file system); nothing half-written is kept.
+    A RobenchError (one line in the CLI) and an OSError (code that tolerates a failed cache write still does)."""
 
 
 def disk_full(exc: BaseException) -> bool:
@@ -37,8 +38,10 @@ def disk_full(exc: BaseException) -> bool:
 def disk_full_error(exc: BaseException, path: Path | str) -> DiskFull:
     """The one-line error for a write to `path` that failed with `exc` (a full disk)."""
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "no space left on device"
-    return DiskFull(f"could not write {path}: {reason}; nothing half-written was kept: free some space (or "
-                    "point --results-dir / --cache-dir elsewhere) and re-run")
+    error = DiskFull(f"could not write {path}: {reason}; nothing half-written was kept: free some space (or "
+                     "point --results-dir / --cache-dir elsewhere) and re-run")
+    error.errno = getattr(exc, "errno", None)
+    return error
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -44,8 +44,10 @@ def resolve_settings(
     data_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     results_dir: str | Path | None = None,
+    read_only: bool = False,
 ) -> Settings:
-    """Build `Settings` from explicit values, then env vars, then defaults."""
+    """Build `Settings` from explicit values, then env vars, then defaults. The cache and results directories must
+    be (or be creatable as) writable directories, unless `read_only` (a command that only reads them)."""
     data = data_dir or os.environ.get(DATA_DIR_ENV) or None
     if data is not None:
         data = Path(data).expanduser().resolve()
@@ -57,8 +59,9 @@ def resolve_settings(
     cache = Path(cache_dir or os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "robench")
     results = Path(results_dir or os.environ.get(RESULTS_DIR_ENV) or "results")
     cache, results = cache.expanduser().resolve(), results.expanduser().resolve()
-    _check_writable_dir(cache, f"cache directory (--cache-dir or {CACHE_DIR_ENV})")
-    _check_writable_dir(results, f"results directory (--results-dir or {RESULTS_DIR_ENV})")
+    if not read_only:
+        _check_writable_dir(cache, f"cache directory (--cache-dir or {CACHE_DIR_ENV})")
+        _check_writable_dir(results, f"results directory (--results-dir or {RESULTS_DIR_ENV})")
     return Settings(data, cache, results)
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from robench.core.errors import RobenchError
-from robench.core.manifest import content_digest, digest_problem, file_sha256, files_problem
+from robench.core.hashing import file_sha256
+from robench.core.manifest import content_digest, digest_problem, files_problem
 from robench.core.text import excerpt
 from robench.core.types import ExampleResult
 

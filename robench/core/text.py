@@ -40,3 +40,9 @@ def excerpt(value: object, limit: int = EXCERPT, quote: bool = True) -> str:
     text = str(value)
     short = terminal_safe(text if len(text) <= limit else text[:limit] + "…")
     return f"'{short}'" if quote else short
+
+
+def excerpts(values, most: int = 6) -> str:
+    """A list of values for an error message, as `['a', 'b', …]`: at most `most` of them, each an `excerpt`."""
+    values = list(values)
+    return "[" + ", ".join(excerpt(v) for v in values[:most]) + (", …" if len(values) > most else "") + "]"

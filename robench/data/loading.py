@@ -6,6 +6,7 @@ integer `label` column. Offline data comes from a data directory laid out like
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import functools
 from pathlib import Path
@@ -15,22 +16,68 @@ import numpy as np
 
 from robench.core.errors import RobenchError
 from robench.core.registry import TASKS
+from robench.core.text import excerpt, excerpts
 from robench.core.types import Source, Split, Task
+
+
+def require_data_file(path: Path, text: bool = True) -> None:
+    """`path` is a readable, non-empty regular file (and, when `text`, UTF-8): else a RobenchError that says
+    which, naming the file and never quoting its content."""
+    if path.is_dir():
+        raise RobenchError(f"data file {path} is a directory, not a file")
+    if not path.exists():
+        raise RobenchError(f"missing data file {path}: is the data directory laid out like shared/data?")
+    if not path.is_file():
+        raise RobenchError(f"data file {path} is not a regular file")
+    if path.stat().st_size == 0:
+        raise RobenchError(f"data file {path} is empty (0 bytes)")
+    if text:
+        _require_utf8(path)
+
+
+def _require_utf8(path: Path) -> None:
+    decoder, offset = codecs.getincrementaldecoder("utf-8")(), 0
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                decoder.decode(block)
+                offset += len(block)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        line = _line_of(path, offset + max(exc.start, 0))
+        raise RobenchError(f"data file {path} is not UTF-8 text (an invalid byte on line {line}); save it as "
+                           "UTF-8") from None
+    except OSError as exc:
+        raise RobenchError(f"cannot read data file {path} ({exc.strerror or type(exc).__name__})") from None
+
+
+def _line_of(path: Path, offset: int) -> int:
+    with open(path, "rb") as fh:
+        return fh.read(offset).count(b"\n") + 1
+
+
+def _cause(exc: BaseException) -> str:
+    """What a parser said went wrong, from the innermost exception (datasets wraps it in a generic one), kept
+    short; a parser's message names positions, not content."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {excerpt(text, 120, quote=False)}" if text else type(exc).__name__
 
 
 def _read(path: Path, builder: str, **kwargs):
     import datasets
 
-    if not path.is_file():
-        raise RobenchError(f"missing data file {path}: is the data directory laid out like shared/data?")
+    require_data_file(path, text=builder in ("csv", "json", "text"))
     datasets.disable_progress_bars()
+    datasets.utils.logging.set_verbosity_error()  # its "Failed to read file" line would be a second error line
     try:
         return datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True, **kwargs)
     except Exception as exc:  # pandas / arrow errors on malformed files
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "corresponds to no data" in reason:  # datasets' words for a file with a header and no rows
             raise RobenchError(f"data file {path} has no rows") from exc
-        raise RobenchError(f"malformed data file {path}: {reason}") from exc
+        raise RobenchError(f"malformed data file {path}: {_cause(exc)}") from exc
 
 
 def _tsv(path: Path, raw_quotes: bool):
@@ -111,7 +158,7 @@ def validate(ds, task: Task, what: str):
     """Keep the task's columns; reject empty data, missing fields and unknown labels."""
     missing = [c for c in (*task.text_fields, "label") if c not in ds.column_names]
     if missing:
-        raise RobenchError(f"{what}: missing columns {missing} (has {ds.column_names})")
+        raise RobenchError(f"{what}: missing columns {missing} (has {column_list(ds.column_names)})")
     if len(ds) == 0:
         raise RobenchError(f"{what}: the data is empty")
     ds = ds.select_columns([*task.text_fields, "label"])
@@ -123,10 +170,19 @@ def validate(ds, task: Task, what: str):
             f"{dict(enumerate(task.label_names))}"
         )
     for field in task.text_fields:
-        empty = [i for i, t in enumerate(ds[field]) if not isinstance(t, str) or not t.strip()]
+        values = ds[field]
+        if not_text := [i for i, t in enumerate(values) if t is not None and not isinstance(t, str)]:
+            raise RobenchError(f"{what}: {field!r} holds {type(values[not_text[0]]).__name__} values, not text, in "
+                               f"rows {not_text[:5]}")
+        empty = [i for i, t in enumerate(values) if t is None or not t.strip()]
         if empty:
             raise RobenchError(f"{what}: empty or missing {field!r} text in rows {empty[:5]}")
     return ds
+
+
+def column_list(names) -> str:
+    """A file's column names for an error message: short escaped excerpts of at most six (a header is content)."""
+    return excerpts(names)
 
 
 def subset(ds, size: int | None, seed: int):

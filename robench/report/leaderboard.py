@@ -22,6 +22,7 @@ import pandas as pd
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
+from robench.core.text import markdown_cell
 from robench.report.compare import Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
 from robench.report.stats import ALPHA, INSUFFICIENT, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST
@@ -259,14 +260,15 @@ def setting_markdown(table: pd.DataFrame) -> str:
     metrics = [m for m in METRICS + ANALYSIS_METRICS if f"{m}_mean" in table.columns]
     baseline = "baseline" in table.columns
     flags = ["masking_flags"] if "masking_flags" in table.columns else []  # robench.report.worstcase
-    header = ROW + metrics + flags + ([f"robust_accuracy vs {table['baseline'].iloc[0]}"] if baseline else [])
+    header = ROW + metrics + flags + ([f"robust_accuracy vs {markdown_cell(table['baseline'].iloc[0])}"]
+                                      if baseline else [])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
         cells = [_text(row[k]) for k in ROW]
         cells += [format_interval(row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], m in PERCENT)
                   if pd.notna(row.get(f"{m}_ci_low")) else
                   format_mean_std(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
-        cells += [row[f] if isinstance(row[f], str) and row[f] else "–" for f in flags]
+        cells += [markdown_cell(row[f]) if isinstance(row[f], str) and row[f] else "–" for f in flags]
         if baseline:
             cells.append(format_difference(row))
         lines.append("| " + " | ".join(cells) + " |")
@@ -280,7 +282,9 @@ def setting_markdown(table: pd.DataFrame) -> str:
 
 
 def _text(value) -> str:
-    return "–" if value is None or pd.isna(value) else str(value)
+    """A name or count as one Markdown cell: task and model names come from users, so HTML, `|` and controls in
+    them are escaped (`robench.core.text.markdown_cell`) and cannot inject markup or shift the columns."""
+    return "–" if value is None or pd.isna(value) else markdown_cell(value)
 
 
 def format_mean_std(mean: float | None, std: float | None, percent: bool, digits: int = 1) -> str:

@@ -51,6 +51,7 @@ import pandas as pd
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.records import RECORD_FORMAT, RunRecord, examples_path, iter_records, read_examples
+from robench.core.text import markdown_cell
 from robench.core.types import ExampleResult
 from robench.data.loading import split_rows
 from robench.engine.metrics import budget_curve, budget_does_not_fall, masking_flags_of_run
@@ -255,8 +256,8 @@ def markdown(cases: list[WorstCase]) -> str:
     for c in cases:
         per = ", ".join(f"{a} {100 * v:.1f}" for a, v in c.accuracy.items() if v is not None)
         wc = "–" if c.worst_case_accuracy is None else f"{100 * c.worst_case_accuracy:.1f}"
-        lines.append(f"| {c.task} | {c.model} | {c.backbone} | {c.train_size} | {c.seed} | {c.examples} | {wc} | "
-                     f"{per} | {'; '.join(c.flags) or '–'} |")
+        cells = [c.task, c.model, c.backbone, c.train_size, c.seed, c.examples, wc, per, "; ".join(c.flags) or "–"]
+        lines.append("| " + " | ".join(markdown_cell(cell) for cell in cells) + " |")  # names come from users
     return "\n".join(lines) + "\n"
 
 

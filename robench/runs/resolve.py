@@ -15,13 +15,14 @@ from robench.core.registry import ATTACKS, TASKS
 from robench.core.types import AttackRecipe, Task
 from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
-from robench.data.loading import load_split
+from robench.data.loading import load_split, subset_indices
 from robench.runs.spec import RunSpec
 from robench.training.backbones import Backbone, resolve_backbone
 from robench.training.defense import ComposedDefense, resolve_model
 from robench.training.given import checkpoint_label_order, parse_label_map
 
 log = logging.getLogger(__name__)
+MAX_ATTACK_WORDS = 2_000  # longest text a word-level search attack takes (robench.runs.resolve.check_attack_lengths)
 MAX_SEED = 2**32 - 1  # numpy's (and so transformers.set_seed's) limit
 
 
@@ -77,6 +78,8 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
         recipe = ATTACKS.get(spec.attack)
         attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
         recipe.check(task, attack_params, settings)
+        if recipe.queries_per_word and recipe.examples is None:
+            check_attack_lengths(spec, task, settings)
     train_data = data_fingerprint(spec, task, settings)
     data = train_data  # the run's fingerprint adds the files the recipe reads itself (AdvGLUE's)
     if recipe is not None and recipe.data_files and spec.data_source == "local" and task.uses_data_dir:
@@ -105,17 +108,33 @@ def _attack_defaults(recipe: AttackRecipe | None) -> dict[str, Any]:
     return dataclasses.asdict(make_params(recipe.params, {}, f"attack {recipe.name!r}"))
 
 
+def check_attack_lengths(spec: RunSpec, task: Task, settings: Settings) -> None:
+    """A word-level search asks the model about the whole text once or more per word it tries, so its cost grows
+    with the square of the text's length (a 100,000-character text: hours, and gigabytes of cached queries):
+    an attacked text of more than MAX_ATTACK_WORDS words is an error before any work, naming its rows."""
+    split = load_split(task, "eval", settings.data_dir, spec.data_source)
+    rows = subset_indices(len(split), spec.eval_size, spec.eval_seed)
+    texts = split[task.text_fields[-1]]  # the attacked field (of a pair, the second)
+    long = [(i, n) for i in rows if (n := len(str(texts[i]).split())) > MAX_ATTACK_WORDS]
+    if long:
+        shown = ", ".join(f"row {i} ({n:,} words)" for i, n in long[:3])
+        raise RobenchError(f"{len(long)} text(s) the {spec.attack} attack would search are longer than "
+                           f"{MAX_ATTACK_WORDS:,} words ({shown}{', ...' if len(long) > 3 else ''}); a word-level "
+                           "search queries the model with the whole text for every word it tries: shorten or drop "
+                           "them, or choose other examples (--eval-size, --eval-seed)")
+
+
 def effective_train_size(spec: RunSpec, task: Task, settings: Settings) -> int | None:
     """`spec.train_size`, or None (the whole split) when it is at least the train split's size: the same training
-    rows, so the same run id and checkpoint as no --train-size (a larger value is a warning)."""
+    rows, so the same run id and checkpoint as no --train-size. The record says how many examples were used
+    (`resources.data.train_examples`)."""
     if not spec.trains or spec.train_size is None:
         return spec.train_size
     rows = len(load_split(task, "train", settings.data_dir, spec.data_source))
     if spec.train_size < rows:
         return spec.train_size
-    if spec.train_size > rows:
-        log.warning("--train-size %d exceeds the %d rows of the %s train split: training on the whole split",
-                    spec.train_size, rows, task.name)
+    log.info("train size %d is at least the %d rows of the %s train split: training on the whole split",
+             spec.train_size, rows, task.name)
     return None
 
 
