@@ -35,7 +35,7 @@ def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: s
     task = resolve_task(spec)  # a registered task or one read from the user's files
     data = subset(load_split(task, "eval", settings.data_dir, spec.data_source), config.examples, spec.seed)
     texts, labels = texts_of(data, task), np.asarray(data["label"], dtype=np.int64)
-    victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
+    victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length, settings=settings)
     backbone = resolve_backbone(spec.backbone)
     pretrained = _load_pretrained(backbone.location, torch_device)
     loaded = time.perf_counter()

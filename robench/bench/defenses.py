@@ -127,44 +127,65 @@ def leaderboard(settings: Settings, fresh: dict[str, bool], models: Sequence[str
     frame = frame[frame["run_id"].isin(fresh)].copy()
     table = aggregate(frame)
     timed = frame[frame["run_id"].map(fresh)].groupby(["model", "train_size"])["train_seconds"].mean()
-    ratios = []
+    per_query = _seconds_per_query(settings, frame).groupby([frame["model"], frame["train_size"]]).mean()
+    ratios, inference = [], []
     for _, row in table.iterrows():
         own, base = timed.get((row["model"], row["train_size"])), timed.get(("bert", row["train_size"]))
         ratios.append(own / base if own is not None and base else float("nan"))
+        own, base = per_query.get((row["model"], row["train_size"])), per_query.get(("bert", row["train_size"]))
+        inference.append(own / base if own is not None and base else float("nan"))
     table["train_cost_vs_bert"] = ratios
+    table["inference_cost_vs_bert"] = inference
     order = {m: i for i, m in enumerate(models)}
     sizes = pd.to_numeric(table["train_size"], errors="coerce").fillna(float("inf"))
     return table.assign(_size=-sizes, _model=table["model"].map(order)).sort_values(["_size", "_model"]).drop(
         columns=["_size", "_model"]).reset_index(drop=True)
 
 
+def _seconds_per_query(settings: Settings, frame: pd.DataFrame) -> pd.Series:
+    """Attack seconds per victim query of each run (a certificate's own time left out): the cost of one
+    prediction as attacks see it (SAFER: its vote)."""
+    from robench.core.records import read_record, record_path
+
+    out = []
+    for run_id in frame["run_id"]:
+        rec = read_record(record_path(settings.runs_dir, run_id))
+        queries = rec.timings.get("victim_queries") or 0
+        seconds = rec.timings.get("attack_seconds", 0.0) - (rec.metrics.get("certify_seconds") or 0.0)
+        out.append(seconds / queries if queries else float("nan"))
+    return pd.Series(out, index=frame.index, dtype=float)
+
+
 def markdown(table: pd.DataFrame, options: DefensesOptions) -> str:
-    header = ["model", "train size", "seeds"] + [label for _, label, _ in COLUMNS] + ["train cost vs bert"]
+    header = ["model", "train size", "seeds"] + [label for _, label, _ in COLUMNS] + ["train cost vs bert",
+                                                                                     "inference cost vs bert"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
         cells = [str(row["model"]), str(row["train_size"]), str(row["seeds"])]
         cells += [format_mean_std(row.get(f"{m}_mean"), row.get(f"{m}_std"), pct) for m, _, pct in COLUMNS]
-        cost = row["train_cost_vs_bert"]
-        cells.append("–" if pd.isna(cost) else f"{cost:.2f}×")
+        for cost in (row["train_cost_vs_bert"], row["inference_cost_vs_bert"]):
+            cells.append("–" if pd.isna(cost) else f"{cost:.2f}×")
         lines.append("| " + " | ".join(cells) + " |")
     low = f" ({options.epochs_for(options.low_resource)} at {options.low_resource})" if options.low_resource else ""
     note = (f"\n{options.task}, backbone {options.backbone}, seeds {' '.join(map(str, options.seeds))}, "
             f"{options.epochs} epochs{low}, lr {options.lr}, batch {options.batch_size}; "
             "accuracies in %, mean ± std over seeds; "
             "clean = whole SST-2 dev split, AdvGLUE = AdvGLUE dev sst2; training cost = mean train_seconds / "
-            "bert's at the same train size, measured in one invocation.\n")
+            "bert's at the same train size (a2t's training attack included), inference cost = attack seconds per "
+            "victim query / bert's (SAFER: its vote; its certificate left out), measured in one invocation.\n")
     return "\n".join(lines) + "\n" + note
 
 
 def rich_table(table: pd.DataFrame, title: str) -> Table:
     out = Table(title=title)
-    for name in ("model", "train size", "seeds", "clean acc", "AdvGLUE acc", "drop", "cost vs bert"):
+    for name in ("model", "train size", "seeds", "clean acc", "AdvGLUE acc", "drop", "train cost vs bert",
+                 "inference cost vs bert"):
         out.add_column(name, justify="left" if name == "model" else "right")
     for _, row in table.iterrows():
-        cost = row["train_cost_vs_bert"]
+        costs = [row["train_cost_vs_bert"], row["inference_cost_vs_bert"]]
         out.add_row(str(row["model"]), str(row["train_size"]), str(row["seeds"]),
                     *[format_mean_std(row.get(f"{m}_mean"), row.get(f"{m}_std"), pct) for m, _, pct in COLUMNS],
-                    "–" if pd.isna(cost) else f"{cost:.2f}×")
+                    *["–" if pd.isna(cost) else f"{cost:.2f}×" for cost in costs])
     return out
 
 
@@ -229,8 +250,11 @@ def _has_tabulate() -> bool:
     return True
 
 
-def step_cost(options: DefensesOptions, steps: int, settings: Settings) -> dict[str, float]:
-    """Seconds per training step of each model on the same batches, relative to bert (one process)."""
+def step_cost(options: DefensesOptions, steps: int, settings: Settings,
+              infer_sentences: int = 4) -> dict[str, dict[str, float]]:
+    """Seconds per training step of each model on the same batches, and seconds per prediction as attacks query
+    it (its defended victim, on the leave-one-word-out variants of `infer_sentences` dev sentences), each
+    relative to bert, measured side by side in one process."""
     import time
 
     import torch
@@ -238,10 +262,13 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings) -> dict[
 
     from robench.core.device import pick_device
     from robench.core.registry import TASKS
-    from robench.data.loading import load_split, subset
+    from robench.core.types import Objective
+    from robench.data.loading import load_split, subset, texts_of
+    from robench.engine.victim import Victim, defended
+    from robench.runs.estimate import leave_one_out
     from robench.training.backbones import load_tokenizer, resolve_backbone
     from robench.training.defense import resolve_model
-    from robench.training.loop import encode, train_step
+    from robench.training.loop import encode, train_step, training_context
 
     if "bert" not in options.models:
         raise RobenchError("--models must include bert: costs are reported relative to it")
@@ -254,12 +281,16 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings) -> dict[
     features = encode(tokenizer, task, data, options.max_length)
     batches = [collate(features[i:i + options.batch_size]) for i in range(0, len(features), options.batch_size)]
     params, runners = params_by_model(options.models, options.params), {}
+    config = TrainConfig(batch_size=options.batch_size, max_length=options.max_length)
     for name in options.models:
         defense = resolve_model(name)
         resolved = defense.resolve_params(params[name])
         torch.manual_seed(options.seeds[0])
         model = defense.build(backbone.location, task.num_labels, resolved).to(device).train()
-        runners[name] = (defense.objective(model, resolved), torch.optim.AdamW(model.parameters(), lr=options.lr))
+        objective = defense.objective(model, resolved)
+        # as the training loop does: ascc maps its synonym table onto the vocabulary, safer loads its sets
+        objective.prepare(training_context(model, tokenizer, task, data, settings, device, options.seeds[0], config))
+        runners[name] = (objective, torch.optim.AdamW(model.parameters(), lr=options.lr))
     max_grad_norm = TrainConfig().max_grad_norm
     seconds = dict.fromkeys(runners, 0.0)
     for i, batch in enumerate(batches):  # round robin over models, so machine load hits all of them alike
@@ -271,13 +302,34 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings) -> dict[
             _sync(device)
             if i > 0:  # the first step is a warm-up
                 seconds[name] += (time.perf_counter() - start) / (len(batches) - 1)
-    out = Table(title=f"Training-step cost on {device} (batch {options.batch_size}, {len(batches) - 1} timed steps)")
-    for col in ("model", "s / step", "vs bert"):
+    # inference as attacks query each model (SAFER: its vote), on the same attack-shaped queries, round robin
+    dev = load_split(task, "eval", settings.data_dir, options.data_source or "local")
+    sentences = texts_of(subset(dev, infer_sentences, options.seeds[0]), task)
+    queries = [variant for text in sentences for variant in leave_one_out(text)]
+    victims = {name: defended(Victim(objective.model.eval(), tokenizer, device, max_length=options.max_length),
+                              settings) for name, (objective, _) in runners.items()}
+    per_query = dict.fromkeys(runners, 0.0)
+    for name, victim in victims.items():
+        victim.predict(queries[:1])  # warm-up
+    for name, victim in victims.items():
+        victim.reset()
+        _sync(device)
+        start = time.perf_counter()
+        victim.predict(queries)
+        _sync(device)
+        per_query[name] = (time.perf_counter() - start) / len(queries)
+    out = Table(title=f"Cost on {device} (batch {options.batch_size}, {len(batches) - 1} timed training steps; "
+                      f"{len(queries)} attack-shaped queries)")
+    for col in ("model", "s / step", "vs bert", "s / query", "vs bert "):
         out.add_column(col, justify="left" if col == "model" else "right")
     for name, sec in seconds.items():
-        out.add_row(name, f"{sec:.3f}", f"{sec / seconds['bert']:.2f}×")
+        out.add_row(name, f"{sec:.3f}", f"{sec / seconds['bert']:.2f}×", f"{per_query[name]:.4f}",
+                    f"{per_query[name] / per_query['bert']:.2f}×")
     Console().print(out)
-    return seconds
+    if any(type(objective).epoch_features is not Objective.epoch_features for objective, _ in runners.values()):
+        print("s / step is the optimisation step only: an objective's epoch work (a2t's training attack) is in "
+              "the training cost of the full bench (robench bench defenses) and in --dry-run estimates")
+    return {"seconds_per_step": seconds, "seconds_per_query": per_query}
 
 
 def _sync(device) -> None:

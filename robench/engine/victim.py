@@ -223,6 +223,15 @@ def _require_finite(logits: np.ndarray, inputs: int, what: str) -> None:
                            "inputs; a model's scores must be finite numbers")
 
 
+def defended(victim: Victim, settings: Any) -> BaseVictim:
+    """`victim` as its model's defence answers queries: a model whose class provides `robench_victim(victim,
+    settings)` (SAFER's vote over random substitutions) wraps the plain victim, so attacks, dev accuracy and
+    cost estimates all query the defended prediction; any other model's victim is returned unchanged. The
+    engine knows no defence by name."""
+    hook = getattr(type(victim.model), "robench_victim", None)
+    return hook(victim.model, victim, settings) if callable(hook) else victim
+
+
 def accuracy(victim: BaseVictim, texts: Sequence[Text], labels: Sequence[int]) -> float:
     preds = victim.predict(texts)
     return float(np.mean(preds == np.asarray(labels)))

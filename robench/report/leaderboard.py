@@ -37,10 +37,11 @@ LABELS = ["model_label", "attack_label"]  # the two parts of the `setting` label
 METRICS = ["dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "dev_minus_robust",
            "attack_success_rate", "perturbed_word_rate",
            "avg_words_per_input", "avg_queries", "train_seconds", "worst_case_accuracy",
-           *VALIDITY_METRICS]  # the swap audit of word-level attacks (robench.report.validity)
+           *VALIDITY_METRICS,  # the swap audit of word-level attacks (robench.report.validity)
+           "certified_accuracy"]  # certified-robust accuracy: defences with a certificate only (SAFER)
 PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop", "dev_minus_robust",
            "attack_success_rate", "perturbed_word_rate",
-           "worst_case_accuracy", *VALIDITY_METRICS,
+           "worst_case_accuracy", *VALIDITY_METRICS, "certified_accuracy",
            "robust_accuracy_diff", "shuffle_flip_rate", "top1_share", "top3_share",
            "blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall", "probe_uuas_best"}
 DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",

@@ -112,18 +112,26 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
     train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
     dev = load_split(task, "eval", settings.data_dir, spec.data_source)
     cal = calibration(run, device, train, dev, persist, {} if memo is None else memo, say)
-    train_seconds = None
-    if not train_cached:
-        steps = math.ceil(len(train) / spec.train.batch_size) * spec.train.epochs
-        train_seconds = cal.load_seconds + steps * cal.seconds_per_step + len(dev) / cal.forward_per_second
-    attack_seconds, attacked, queries = None, 0, 0.0
+    attacked, eval_data = 0, None
     if run.recipe is not None:
         split = dev if run.recipe.examples is None else run.recipe.examples(task, settings, spec.data_source)
         eval_data = subset(split, spec.eval_size, spec.eval_seed)
         attacked = len(eval_data)
+    # the defence's own work: a2t's training attack, SAFER's certificate (in model queries at the measured rate)
+    extra = run.defense.extra_cost(run.model_params, [len(t[-1].split()) for t in texts_of(train, task)],
+                                   spec.train.epochs, attacked)
+    train_seconds = None
+    if not train_cached:
+        sizes = run.defense.epoch_sizes(run.model_params, len(train), spec.train.epochs)  # a2t adds examples
+        steps = sum(math.ceil(n / spec.train.batch_size) for n in sizes)
+        train_seconds = (cal.load_seconds + steps * cal.seconds_per_step + len(dev) / cal.forward_per_second
+                         + SEARCH_OVERHEAD * extra.get("train", 0.0) / cal.forward_per_second)
+    attack_seconds, queries = None, 0.0
+    if eval_data is not None:
         queries = _queries(run, texts_of(eval_data, task))
         overhead = SEARCH_OVERHEAD if run.recipe.queries_per_word else 1.0
-        attack_seconds = cal.load_seconds + overhead * queries / cal.forward_per_second
+        attack_seconds = (cal.load_seconds + overhead * queries / cal.forward_per_second
+                          + extra.get("attack", 0.0) / cal.forward_per_second)
     return CostEstimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries)
 
 
@@ -217,9 +225,9 @@ def code_version() -> str:
 
 def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) -> Calibration:
     """Time model loading, `steps` optimisation steps (after one warm-up) and inference, on real examples."""
-    from robench.engine.victim import Victim
+    from robench.engine.victim import Victim, defended
     from robench.training.backbones import load_tokenizer
-    from robench.training.loop import encode, make_optimizer, train_step
+    from robench.training.loop import encode, make_optimizer, train_step, training_context
 
     spec, task = run.spec, run.task
     start = time.perf_counter()
@@ -232,6 +240,7 @@ def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) 
     sample = subset(train, min(len(train), spec.train.batch_size), 0)
     batch = DataCollatorWithPadding(tokenizer)(encode(tokenizer, task, sample, spec.train.max_length))
     objective = run.defense.objective(model, run.model_params)
+    objective.prepare(training_context(model, tokenizer, task, sample, run.settings, device, spec.seed, spec.train))
     optimizer, scheduler = make_optimizer(model, spec.train, total_steps=steps + 1)
     model.train()
     times = []
@@ -248,6 +257,8 @@ def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) 
     start = time.perf_counter()
     victim.predict(queries)
     rate = len(queries) / (time.perf_counter() - start)
+    # a defence that answers each query with several forward passes (SAFER's vote): its rate per query
+    rate /= getattr(defended(victim, run.settings), "forwards_per_query", 1)
     return Calibration(seconds_per_step=sum(times[1:]) / steps, forward_per_second=rate, load_seconds=load_seconds)
 
 

@@ -26,7 +26,7 @@ from robench.core.paths import Settings, resolve_settings
 from robench.core.records import RunRecord
 from robench.core.registry import ATTACKS
 from robench.data.file_tasks import file_task_definition, is_file_task
-from robench.engine.victim import BaseVictim, CallableVictim, Victim
+from robench.engine.victim import BaseVictim, CallableVictim, Victim, defended
 from robench.runs import runner
 from robench.runs.presets import DEFAULT_PRESET, get_preset
 from robench.runs.resolve import ResolvedRun, resolve_run
@@ -116,7 +116,8 @@ def _victim(model: Any, tokenizer: Any, resolved: ResolvedRun, device, max_lengt
     if isinstance(model, nn.Module):
         outputs = [model.config.id2label[i] for i in range(model.config.num_labels)]
         order = label_order(outputs, task, mapped, f"model {resolved.spec.model}")
-        return Victim(model, tokenizer, device, batch_size=batch_size, max_length=max_length, label_order=order)
+        victim = Victim(model, tokenizer, device, batch_size=batch_size, max_length=max_length, label_order=order)
+        return defended(victim, resolved.settings)  # a defence's own prediction (SAFER's vote), as for a checkpoint
     order = None
     if mapped is not None:
         order = label_order([mapped[i] for i in sorted(mapped)], task, mapped, f"function {resolved.spec.model}")

@@ -63,6 +63,7 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
     if spec.trains:
         defense = resolve_model(spec.model)
         model_params = defense.resolve_params(spec.model_params)
+        defense.check_training(model_params, spec.train, settings)
         backbone = resolve_backbone(spec.backbone)
         if backbone.max_positions is not None and spec.train.max_length > backbone.max_positions:
             raise RobenchError(f"--max-length {spec.train.max_length} exceeds the {backbone.max_positions} "

@@ -129,7 +129,7 @@ def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console |
             on_estimate(estimate(resolved, torch_device, cached))
             start = time.perf_counter()
         trained = fine_tune(resolved, torch_device, console)
-        victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length)
+        victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length, settings=settings)
         model = PreparedModel(victim, trained.record["dev_accuracy"], str(trained.checkpoint),
                               trained.record["backbone"],
                               {"train_seconds": trained.record["train_seconds"], "train_cached": trained.cached,
@@ -137,7 +137,7 @@ def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console |
                               trained.record.get("train_examples"))
     else:
         victim = load_victim(spec.checkpoint["location"], torch_device, label_order=resolved.label_order,
-                             max_length=spec.train.max_length)
+                             max_length=spec.train.max_length, settings=settings)
         model = PreparedModel(victim, dev_accuracy(resolved, victim), spec.checkpoint["location"])
     model.timings["train_stage_seconds"] = time.perf_counter() - start
     return attack(resolved, model, store, str(torch_device), console, force)
@@ -181,6 +181,9 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     _require_results(results)
     metrics = (recipe.summarize or _default_summary)(results, ctx, resolved.attack_params)
     metrics["dev_accuracy"] = model.dev_accuracy
+    certify = getattr(model.victim, "certify", None)
+    if callable(certify):  # a certified defence (SAFER): its certified-robust accuracy on the attacked examples
+        metrics.update(certify(texts_of(eval_data, task), [int(y) for y in eval_data["label"]]))
     if recipe.word_swaps:
         metrics["validity"] = validity_audit(results, settings, output.resources)
     seconds = time.perf_counter() - start
@@ -198,6 +201,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     timings = {"train_seconds": None, **model.timings, "attack_seconds": seconds,
                "total_seconds": model.timings.get("train_stage_seconds", 0.0) + seconds,
                "victim_queries": done.victim_queries + model.victim.model_evaluations, "resumed_examples": len(done)}
+    if hasattr(model.victim, "inner_forwards"):  # a voting victim (SAFER): every base-classifier forward pass
+        timings["inner_forwards"] = model.victim.inner_forwards
     record = RunRecord(
         run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=resolved.hyperparameters(), resources=resources,
         metrics=metrics, timings=timings, checkpoint=model.checkpoint, versions=package_versions(),

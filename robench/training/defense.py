@@ -75,6 +75,35 @@ class ComposedDefense:
         cls = part.objective if part is not None else Objective
         return cls(model, self._params_for(part, resolved))
 
+    def check_training(self, resolved: dict[str, Any], train: Any, settings: Any) -> None:
+        """Before any training: the objective's own checks of the schedule and its resources (`Objective.check`)."""
+        part = self._objective_part
+        if part is not None:
+            part.objective.check(self._params_for(part, resolved), train, settings)
+
+    def epoch_sizes(self, resolved: dict[str, Any], n_train: int, epochs: int) -> list[int]:
+        """Examples per epoch: the training subset, plus what the objective adds (`Objective.planned_examples`)."""
+        part = self._objective_part
+        cls = part.objective if part is not None else Objective
+        params = self._params_for(part, resolved)
+        return [cls.planned_examples(params, epoch, n_train) for epoch in range(1, epochs + 1)]
+
+    def extra_cost(self, resolved: dict[str, Any], train_words: list[int], epochs: int,
+                   eval_examples: int) -> dict[str, float]:
+        """The objective's work beyond optimisation steps and attack queries (`Objective.extra_cost`)."""
+        part = self._objective_part
+        if part is None:
+            return {}
+        return part.objective.extra_cost(self._params_for(part, resolved), train_words, epochs, eval_examples)
+
+    def training_fingerprint(self, resolved: dict[str, Any], settings: Any) -> dict[str, Any] | None:
+        """The identity of the external resources training depends on (the objective's `fingerprint`, e.g. the
+        synonym table a2t attacks with), or None when the weights depend on none."""
+        part = self._objective_part
+        if part is None:
+            return None
+        return part.objective.fingerprint(self._params_for(part, resolved), settings)
+
 
 def resolve_model(name: str) -> ComposedDefense:
     """`bert`, `imbert`, `imbert+freelb`, ... -> a ComposedDefense."""

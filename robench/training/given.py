@@ -18,7 +18,7 @@ import torch
 from robench.core.errors import RobenchError
 from robench.core.hashing import files_sha256
 from robench.core.types import Task
-from robench.engine.victim import Victim
+from robench.engine.victim import BaseVictim, Victim, defended
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")  # the first pattern that matches names the weight files
 HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors"]  # config, tokenizer, weights (.bin only without)
@@ -157,10 +157,12 @@ def _trained_on(location: str, task: Task) -> bool:
 
 
 def load_victim(location: str | Path, device: torch.device, label_order: Sequence[int] | None = None,
-                **kwargs) -> Victim:
+                settings: Any = None, **kwargs) -> BaseVictim:
     """The checkpoint at `location` (a directory or hub id) with its tokenizer, ready to query.
 
-    `label_order` reorders the model's outputs into the task's label order; `kwargs` go to `Victim`.
+    `label_order` reorders the model's outputs into the task's label order; `kwargs` go to `Victim`. A model
+    whose defence changes how it predicts (SAFER's vote, `robench.engine.victim.defended`) comes back as that
+    defended victim; it needs `settings` (its resources), and refuses to load without them.
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -179,7 +181,7 @@ def load_victim(location: str | Path, device: torch.device, label_order: Sequenc
                            "they would be initialised at random, so every run would score another model; attack a "
                            "fine-tuned sequence classifier, or fine-tune this one first (robench run --backbone "
                            f"{location})")
-    return Victim(model, tokenizer, device, label_order=label_order, **kwargs)
+    return defended(Victim(model, tokenizer, device, label_order=label_order, **kwargs), settings)
 
 
 def checkpoint_fields(location: str, label_map: str | Mapping[int, str] | None = None,

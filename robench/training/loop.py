@@ -29,9 +29,9 @@ from robench.core.hashing import content_hash
 from robench.core.locks import file_lock
 from robench.core.manifest import folder_manifest, folder_problem
 from robench.core.progress import progress_bar
-from robench.core.types import Objective, Task
+from robench.core.types import Objective, Task, TrainingContext
 from robench.data.loading import load_split, subset, texts_of
-from robench.engine.victim import Victim, accuracy
+from robench.engine.victim import Victim, accuracy, defended
 from robench.training.backbones import load_tokenizer
 from robench.training.config import TrainConfig
 
@@ -63,6 +63,8 @@ def checkpoint_key(run: ResolvedRun) -> str:
     }
     if spec.task_source is not None:  # a task from files: its definition and the files' hashes
         key["task_source"] = spec.task_source
+    if (resources := run.defense.training_fingerprint(run.model_params, run.settings)) is not None:
+        key["training_resources"] = resources  # e.g. a2t's synonym table: a rebuilt table trains other weights
     return content_hash(key, length=16)
 
 
@@ -91,7 +93,7 @@ def _train(run: ResolvedRun, target: Path, device: torch.device, console: Consol
     model.config.id2label = dict(enumerate(task.label_names))  # so `--checkpoint` maps the outputs by name
     model.config.label2id = {name: i for i, name in enumerate(task.label_names)}
     history, seconds = _train_loop(model, tokenizer, task, train, dev, spec, defense.objective(model, params),
-                                   device, console)
+                                   device, console, settings)
     record = {
         "model": spec.model, "task": spec.task, "backbone": asdict(backbone), "seed": spec.seed,
         "train_examples": len(train), "dev_examples": len(dev), "train": asdict(spec.train),
@@ -144,23 +146,44 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, total_steps: int) -
     return optimizer, get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
 
 
-def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objective, device, console):
+def training_context(model, tokenizer, task: Task, train, settings, device, seed: int, cfg: TrainConfig,
+                     console: Console | None = None) -> TrainingContext:
+    """The `TrainingContext` an objective's `prepare` gets for training `model` on the dataset `train`."""
+    def encode_texts(texts, labels) -> list[dict[str, Any]]:
+        if not len(texts):
+            return []
+        fields = [list(column) for column in zip(*texts)]
+        enc = tokenizer(*fields, truncation=True, max_length=cfg.max_length)
+        return [{**{k: enc[k][i] for k in enc}, "labels": int(label)} for i, label in enumerate(labels)]
+
+    return TrainingContext(model, tokenizer, task, texts_of(train, task), [int(y) for y in train["label"]],
+                           encode_texts, settings, device, seed, cfg.epochs, cfg.batch_size, cfg.max_length, console)
+
+
+def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objective, device, console, settings=None):
     from transformers import DataCollatorWithPadding
 
     cfg = spec.train
     features = encode(tokenizer, task, train, cfg.max_length)
+    objective.prepare(training_context(model, tokenizer, task, train, settings, device, spec.seed, cfg, console))
     generator = torch.Generator().manual_seed(spec.seed)
-    loader = torch.utils.data.DataLoader(features, batch_size=cfg.batch_size, shuffle=True, generator=generator,
-                                         collate_fn=DataCollatorWithPadding(tokenizer))
-    total = len(loader) * cfg.epochs
+    collate = DataCollatorWithPadding(tokenizer)
+    # the schedule's length: an objective may train on more examples in some epochs (a2t's adversarial ones)
+    total = sum(math.ceil(type(objective).planned_examples(objective.params, e + 1, len(features)) / cfg.batch_size)
+                for e in range(cfg.epochs))
     optimizer, scheduler = make_optimizer(model, cfg, total)
     dev_texts, dev_labels = texts_of(dev, task), list(dev["label"])
     history, train_seconds = [], 0.0
     with progress_bar(console) as progress:
         bar = progress.add_task(f"train {spec.model} on {spec.task}", total=total)
         for epoch in range(cfg.epochs):
+            start = time.perf_counter()
+            epoch_features = objective.epoch_features(epoch + 1, features)  # may attack the model (a2t): timed
+            epoch_features = features if epoch_features is None else epoch_features
+            loader = torch.utils.data.DataLoader(epoch_features, batch_size=cfg.batch_size, shuffle=True,
+                                                 generator=generator, collate_fn=collate)
             model.train()
-            start, loss_sum = time.perf_counter(), 0.0
+            loss_sum = 0.0
             for batch in loader:
                 loss = train_step(objective, optimizer, scheduler, {k: v.to(device) for k, v in batch.items()},
                                   device, cfg.max_grad_norm)
@@ -168,9 +191,10 @@ def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objecti
                 progress.update(bar, advance=1, description=f"train {spec.model} epoch {epoch + 1}/{cfg.epochs} "
                                                               f"loss {float(loss):.3f}")
             train_seconds += time.perf_counter() - start
-            entry = {"epoch": epoch + 1, "train_loss": loss_sum / len(loader)}
+            entry = {"epoch": epoch + 1, "train_loss": loss_sum / len(loader), "examples": len(epoch_features),
+                     **objective.epoch_report()}
             if epoch + 1 == cfg.epochs:  # the dev split once, at the end: for IM-BERT it costs minutes on a CPU
-                victim = Victim(model, tokenizer, device, max_length=cfg.max_length)
+                victim = defended(Victim(model, tokenizer, device, max_length=cfg.max_length), settings)
                 entry["dev_accuracy"] = accuracy(victim, dev_texts, dev_labels)
             history.append(entry)
             if console is not None:
