@@ -81,8 +81,8 @@ class CostEstimate:
         if grid:
             return ("over an hour on a CPU: lower train_size, epochs or eval_size in the grid config, drop cells, "
                     "add workers (a Ray cluster: --address), or run on a GPU (--device cuda)")
-        return ("over an hour on a CPU: lower --train-size, --epochs or --eval-size, or use --preset quick instead "
-                "of --preset paper (on a GPU the paper preset takes minutes)")
+        return ("over an hour on a CPU: lower --train-size, --epochs or --eval-size, run on a GPU (--device cuda), "
+                "or, with --preset paper, use --preset quick (the default; on a GPU the paper preset takes minutes)")
 
 
 def total_estimate(estimates: list[CostEstimate], device: torch.device) -> CostEstimate:
