@@ -212,10 +212,10 @@ def cost_params(run: ResolvedRun) -> dict:
 @functools.cache
 def code_version() -> str:
     """robench's and torch's versions and a digest of the code that sets a step's or a prediction's cost."""
-    import robench
+    from importlib.metadata import version
 
-    root = Path(robench.__file__).resolve().parent
-    digest = hashlib.sha256(f"{robench.__version__} {torch.__version__}".encode())
+    root = Path(__file__).resolve().parents[1]  # the robench package
+    digest = hashlib.sha256(f"{version('robench')} {torch.__version__}".encode())
     for rel in COST_SOURCES:
         base = root.parent / rel if (root.parent / rel).exists() else root / rel.removeprefix("robench/")
         for path in sorted(base.rglob("*.py")) if base.is_dir() else [base] if base.is_file() else []:

@@ -49,9 +49,7 @@ def code_stamp() -> str:
     """Size and modification time of every robench source file, and the versions robench runs with."""
     import importlib.util
 
-    import robench
-
-    roots = {Path(robench.__file__).resolve().parent}
+    roots = {Path(__file__).resolve().parents[1]}  # the robench package
     for sub in ("robench.models", "robench.attacks"):
         spec = importlib.util.find_spec(sub)
         roots.update(Path(p).resolve() for p in (spec.submodule_search_locations or []) if spec is not None)
@@ -72,7 +70,7 @@ def code_stamp() -> str:
     plugins = sorted((ep.group, ep.name, ep.value, ep.dist.version if ep.dist else None)
                      for group in ("robench.models", "robench.attacks", "robench.tasks")
                      for ep in entry_points(group=group))
-    return content_hash({"files": stamps, "versions": versions, "plugins": plugins, "robench": robench.__version__})
+    return content_hash({"files": stamps, "versions": versions, "plugins": plugins, "robench": version("robench")})
 
 
 def stamp(path: Path) -> list | None:
