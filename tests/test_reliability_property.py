@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import typing
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +19,9 @@ from hypothesis import strategies as st
 
 import robench.runs.runner
 from robench.cli import main
+from robench.core.params import check_values
 from robench.core.records import RunRecord
+from robench.core.registry import ATTACKS, MODELS
 from robench.runs.spec import TrainConfig
 
 FLAGS = ("--seed", "--eval-seed", "--train-size", "--eval-size", "--epochs", "--lr", "--batch-size", "--max-length")
@@ -94,30 +98,67 @@ def test_numeric_flags(capsys, base, accepted, flag, value):
         _valid(accepted[-1])
 
 
-MODEL_PARAMS = [("freelb", k) for k in ("adv_steps", "adv_lr", "adv_init_mag", "adv_max_norm")] + \
-    [("smart", k) for k in ("smart_lambda", "smart_noise", "smart_step", "smart_eps", "bregman_mu", "ema_beta",
-                            "smart_ascent_steps")] + \
-    [("imbert", k) for k in ("im_steps", "im_gamma", "im_damping", "im_layers")]
+DEFENCES = {name: MODELS.get(name).params for name in MODELS.names()}  # every registered defence (plugins too)
+RECIPES = {name: ATTACKS.get(name).params for name in ATTACKS.names()}  # every recipe (families take no params)
+
+
+def _keys(owners: dict[str, type]) -> list[tuple[str, str]]:
+    return [(owner, f.name) for owner, cls in owners.items() for f in dataclasses.fields(cls)]
+
+
+def _in_range(cls: type, values: dict) -> None:
+    """Every accepted value has its field's type and lies in its documented range."""
+    check_values(cls, values)
+    for f in dataclasses.fields(cls):
+        limits = f.metadata.get("range")
+        if f.name in values and limits is not None and values[f.name] is not None:
+            assert limits.contains(values[f.name]), (f.name, values[f.name])
 
 
 @FAST
-@given(target=st.sampled_from(MODEL_PARAMS), value=VALUES)
+@given(target=st.sampled_from(_keys(DEFENCES)), value=VALUES)
 def test_model_hyperparameters(capsys, base, accepted, target, value):
     model, key = target
     argv = ["run", *base, "--model", model, "--param", f"{key}={_argv_text(value)}"]
     if _clear_error_or_valid(capsys, argv) == 0:
         _valid(accepted[-1])
+        _in_range(DEFENCES[model], accepted[-1].model_params)
 
 
-ATTACK_PARAMS = ("similarity_threshold", "window", "k", "max_perturbed", "query_budget", "concurrency")
-
-
+@pytest.mark.parametrize("recipe", [name for name, cls in RECIPES.items() if dataclasses.fields(cls)])
 @FAST
-@given(key=st.sampled_from(ATTACK_PARAMS), value=VALUES)
-def test_attack_hyperparameters(capsys, base, accepted, key, value):
-    argv = ["run", *base, "--attack", "textfooler", "--attack-param", f"{key}={_argv_text(value)}"]
+@given(value=VALUES, data=st.data())
+def test_attack_hyperparameters(capsys, base, accepted, recipe, value, data):
+    key = data.draw(st.sampled_from([f.name for f in dataclasses.fields(RECIPES[recipe])]), label="key")
+    argv = ["run", *base, "--attack", recipe, "--attack-param", f"{key}={_argv_text(value)}"]
     if _clear_error_or_valid(capsys, argv) == 0:
         _valid(accepted[-1])
+        _in_range(RECIPES[recipe], accepted[-1].attack_params)
+
+
+def _numeric(cls: type) -> list[dataclasses.Field]:
+    hints = typing.get_type_hints(cls)
+    numeric = {int, float, int | None, float | None}
+    return [f for f in dataclasses.fields(cls) if hints.get(f.name) in numeric]
+
+
+OWN = {name: cls for name, cls in {**DEFENCES, **RECIPES}.items() if cls.__module__.split(".")[0] == "robench"}
+
+
+@pytest.mark.parametrize("owner", sorted(OWN))  # a plugin's ranges are its own (tests/test_contracts.py)
+def test_every_numeric_hyperparameter_has_a_documented_range(owner):
+    """Every number a defence or recipe of robench takes has both ends of a range in code, and the same range in
+    docs/reliability.md ("Hyperparameter ranges"), so an absurd value is an error before any work."""
+    from robench.core.params import Range
+
+    cls = OWN[owner]
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text(encoding="utf-8")
+    for f in _numeric(cls):
+        limits: Range | None = f.metadata.get("range")
+        assert limits is not None and limits.low is not None and limits.high is not None, (owner, f.name)
+        text = limits.describe(typing.get_type_hints(cls)[f.name] in (int, int | None))
+        row = f"| `{cls.__name__}` | `{f.name}` | {text} |"
+        assert row in docs, f"docs/reliability.md, 'Hyperparameter ranges', needs the row: {row}"
 
 
 TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))

@@ -1,0 +1,719 @@
+"""The second fault and bad-input probe (issue 26): 22 defects, each guarded by a test named after it.
+
+Silent wrong results (non-finite logits, a failing model, a checkpoint without a head, unverified caches,
+impossible thresholds, train sizes past the split), crashes and late failures (a full disk, unbounded
+hyperparameters, grid names, a directory for `show --html`, a bad masked LM, a 100,000-character text),
+security (terminal escapes, Markdown injection, `show` outside the results dir, echoed file contents) and
+messages (data files, task TOML types, callables, read-only results dirs). Tiny random BERT, seconds per case.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_spec
+
+import robench
+from robench.cli import main
+from robench.core.errors import RobenchError
+from robench.core.hashing import _sha256
+from robench.runs.resolve import resolve_run
+from robench.runs.store import RunStore
+from robench.training.loop import checkpoint_key
+
+
+def _cli(capsys, *argv) -> tuple[int, str, list[str]]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err.strip().splitlines()
+
+
+def _one_error(capsys, *argv) -> str:
+    """Run the CLI; assert exit 2 and exactly one `robench: error:` line (no traceback); return it."""
+    code, _, lines = _cli(capsys, *argv)
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("robench: error: "), lines
+    return lines[0]
+
+
+@pytest.fixture
+def where(settings):
+    return ["--data-dir", settings.data_dir, "--cache-dir", settings.cache_dir, "--results-dir",
+            settings.results_dir, "--quiet", "--device", "cpu"]
+
+
+@pytest.fixture
+def base(where, tiny_backbone):
+    return ["--backbone", tiny_backbone, "--epochs", "1", "--batch-size", "16", "--max-length", "32", *where]
+
+
+def _nothing_trained(settings) -> bool:
+    return not list(settings.checkpoints_dir.glob("*/model.safetensors")) if settings.checkpoints_dir.exists() \
+        else True
+
+
+def _constant(logits):
+    return lambda texts: np.tile(np.asarray(logits, dtype=float), (len(texts), 1))
+
+
+def _task_with_replay(folder: Path, texts: list[str], name: str = "probe") -> Path:
+    """An eval-only task file whose replay file holds `texts` (labels alternate), for `advglue`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = "".join(f'"{t}",{"pos" if i % 2 else "neg"}\n' for i, t in enumerate(texts))
+    (folder / "eval.csv").write_text("text,label\n" + rows, encoding="utf-8")
+    (folder / "task.toml").write_text(f'name = "{name}"\neval = "eval.csv"\nreplay = "eval.csv"\n'
+                                      'text_columns = "text"\nlabel_column = "label"\nlabels = ["neg", "pos"]\n',
+                                      encoding="utf-8")
+    return folder / "task.toml"
+
+
+# --- 1. non-finite logits -----------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_logits_from_a_function_are_an_error_not_a_score(settings, value):
+    with pytest.raises(RobenchError, match=r"non-finite logits \(NaN or inf\)"):
+        robench.evaluate(_constant([0.0, value]), task="sst2", attack="advglue", name="nan", settings=settings,
+                         device="cpu")
+    assert not list(settings.runs_dir.glob("*.json"))
+
+
+def test_non_finite_logits_of_a_hugging_face_model_are_an_error(tiny_backbone):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from robench.engine.victim import ModelFailure, Victim
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_backbone, num_labels=2)
+    model.classifier.register_forward_hook(lambda module, args, out: out * float("nan"))
+    victim = Victim(model, AutoTokenizer.from_pretrained(tiny_backbone), torch.device("cpu"))
+    with pytest.raises(ModelFailure, match="non-finite logits"):
+        victim.predict([("a fine film",)])
+
+
+# --- 2. a failing model is not a finished record ---------------------------------------------
+
+def test_a_model_that_fails_mid_run_writes_no_record_and_a_healthy_rerun_is_scored(settings):
+    calls = []
+
+    def flaky(texts):
+        calls.append(len(texts))
+        if len(calls) > 1:  # the dev split passes, the attack's queries fail
+            raise RuntimeError("backend went away")
+        return np.zeros((len(texts), 2))
+
+    with pytest.raises(RobenchError, match="the model raised RuntimeError: backend went away; the run stopped"):
+        robench.evaluate(flaky, task="sst2", attack="advglue", name="flaky", settings=settings, device="cpu")
+    assert not list(settings.runs_dir.glob("*.json"))  # nothing enters the leaderboard
+    healthy = robench.evaluate(_constant([0.0, 1.0]), task="sst2", attack="advglue", name="flaky",
+                               settings=settings, device="cpu")
+    assert healthy.metrics["errors"] == 0 and healthy.metrics["examples"] == 24
+    labels = [row["label"] for row in json.loads((settings.data_dir / "advglue" / "dev.json").read_text())["sst2"]]
+    assert healthy.metrics["robust_accuracy"] == pytest.approx(sum(y == 1 for y in labels) / 24)  # always "positive"
+
+
+def test_a_model_failure_stops_the_attack_engine_instead_of_becoming_error_rows(settings):
+    from robench.core.registry import TASKS
+    from robench.core.types import AttackContext
+    from robench.data.loading import load_split
+    from robench.engine.scheduler import EngineConfig, Outcome, Request, attack_examples
+    from robench.engine.victim import CallableVictim, ModelFailure
+
+    calls = []
+
+    def breaks(texts):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ValueError("out of memory")
+        return np.tile([0.0, 1.0], (len(texts), 1))
+
+    task, recorded = TASKS.get("sst2"), []
+    data = load_split(task, "eval", settings.data_dir, "local").select(range(6))
+    data = data.remove_columns("label").add_column("label", [1] * 6)  # the clean predictions are right: attacked
+    ctx = AttackContext(tiny_spec("unused", eval_size=6), task, CallableVictim(breaks, 2), settings, data, 0.0, {},
+                        recorded.append)
+
+    def search(text, label, clean):
+        probs = yield Request("predict", [(text[0] + " indeed",)])  # not cached: the model is called again
+        return Outcome(text, probs[0], 0)
+
+    with pytest.raises(ModelFailure, match="out of memory"):
+        attack_examples(ctx, search, {}, EngineConfig(concurrency=6))
+    assert not [r for r in recorded if r.status == "error"]  # no example was recorded as an error
+
+
+def test_a_run_whose_every_example_errs_writes_no_record_and_errors_are_retried(settings, tiny_backbone,
+                                                                               monkeypatch):
+    from robench.core.registry import ATTACKS
+    from robench.core.types import AttackOutput, ExampleResult
+
+    recipe, attacked = ATTACKS.get("advglue"), []
+
+    def all_errors(ctx, params):
+        out = [ExampleResult(i, 0, "", "x", -1, -1, "error", 0, 1, 0, "KeyError: broken resource")
+               for i in range(len(ctx.eval_data)) if i not in ctx.done]
+        attacked.append(len(out))
+        for result in out:
+            ctx.record(result)
+        return AttackOutput(out, {})
+
+    monkeypatch.setattr(recipe, "attack", all_errors)
+    spec = tiny_spec(tiny_backbone)
+    with pytest.raises(RobenchError, match="every one of the 24 attacked examples ended in an error"):
+        robench.run(spec, settings, device="cpu")
+    store = RunStore(settings.runs_dir, resolve_run(spec, settings).spec.run_id)
+    assert not store.record_path.exists() and not store.partial_path.exists()  # no error row is kept
+    with pytest.raises(RobenchError):
+        robench.run(spec, settings, device="cpu")
+    assert attacked == [24, 24]  # the second attempt attacks every example again
+
+
+# --- 3. a checkpoint without a classification head -------------------------------------------
+
+def test_a_checkpoint_without_a_classification_head_is_refused(capsys, where, tiny_backbone, settings):
+    line = _one_error(capsys, "run", "--checkpoint", tiny_backbone, "--label-map", "0=negative,1=positive",
+                      "--attack", "advglue", *where)
+    assert "has no trained weights for classifier" in line and "initialised at random" in line
+    assert not list(settings.runs_dir.glob("*.json"))
+
+
+# --- 5. built resources carry a manifest --------------------------------------------------------
+
+def _small_table(target: Path) -> None:
+    from robench.engine.resources.synonyms import _save_table
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(6, 4)).astype(np.float32)
+    nn = np.array([[(i + j) % 6 for j in (1, 2)] for i in range(6)], dtype=np.int32)
+    _save_table(target, ["a", "b", "c", "d", "e", "f"], vectors, nn, np.full((6, 2), 0.9, np.float32),
+                {"name": "counterfitted-glove", "key": "k"})
+
+
+def _roll_rows(target: Path) -> None:  # same size and (restored) modification time: only the checksum tells
+    stat = (target / "nn.npy").stat()
+    np.save(target / "nn.npy", np.roll(np.load(target / "nn.npy"), 1, axis=0))
+    os.utime(target / "nn.npy", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def _truncate_vectors(target: Path) -> None:
+    data = (target / "vectors.npy").read_bytes()
+    (target / "vectors.npy").write_bytes(data[: len(data) // 2])
+
+
+def _garbage_info(target: Path) -> None:
+    (target / "info.json").write_bytes(b"\xff\x00 not json")
+
+
+@pytest.mark.parametrize("damage", [_roll_rows, _truncate_vectors, _garbage_info])
+def test_a_cached_resource_that_does_not_match_its_manifest_is_not_loaded(tmp_path, caplog, damage):
+    from robench.engine.resources.files import cached_build
+    from robench.engine.resources.synonyms import _load_table
+
+    target = tmp_path / "counterfitted-glove-k"
+    _small_table(target)
+    assert (target / "manifest.json").is_file()
+    assert cached_build(target, _load_table).words == ["a", "b", "c", "d", "e", "f"]
+    damage(target)
+    _sha256.cache_clear()  # as a new process finds it: hashes are kept per process and file version
+    with caplog.at_level(logging.WARNING, "robench"):
+        assert cached_build(target, _load_table) is None  # no traceback: the caller builds it again
+    assert "is damaged" in caplog.text and not target.exists()
+
+
+def test_a_synonym_table_with_rolled_rows_is_rebuilt_to_the_same_table(settings, caplog, monkeypatch):
+    from robench.engine.resources import build_synonyms, synonyms
+
+    words = ["good", "bad", "movie", "film", "cheap", "expensive", "terrible", "horrible", "fine", "dull"] * 3
+    words = [w + ("" if i < 10 else "x" * (i // 10)) for i, w in enumerate(words)]
+    vectors = np.random.default_rng(0).normal(size=(len(words), 8)).astype(np.float32)
+    monkeypatch.setattr(synonyms, "_glove_vocabulary",  # a 30-word GloVe: the build takes no time
+                        lambda size: (words, vectors.copy(), "fake-glove"))
+    first = build_synonyms(settings, vocab_size=30, k=5)
+    _roll_rows(Path(first.info["path"]))
+    _sha256.cache_clear()  # as a new process finds it
+    with caplog.at_level(logging.WARNING, "robench"):
+        again = build_synonyms(settings, vocab_size=30, k=5)
+    assert "is damaged" in caplog.text and "nn.npy does not match its checksum" in caplog.text
+    np.testing.assert_array_equal(again.nn, first.nn)
+
+
+def test_a_built_mlm_that_does_not_verify_is_refused_then_rebuilt(capsys, settings, tiny_backbone):
+    from robench.engine import resources
+    from robench.engine.resources import MlmBuildConfig, build_mlm
+
+    build_mlm(settings, torch.device("cpu"), MlmBuildConfig(steps=1, batch_size=4, max_length=16, heldout=20),
+              backbone=str(tiny_backbone))
+    target = resources.mlm_dir(settings, str(tiny_backbone))
+    shard = sorted(target.glob("*.safetensors"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-10] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(RobenchError, match="does not verify .*rebuild it with `robench resources build-mlm"):
+        resources.masked_lm(settings, backbone=str(tiny_backbone))
+    code, out, _ = _cli(capsys, "resources", "build-mlm", "--backbone", tiny_backbone, "--steps", 1, "--batch-size",
+                        4, "--max-length", 16, "--heldout", 20, "--data-dir", settings.data_dir, "--cache-dir",
+                        settings.cache_dir, "--quiet")
+    assert code == 0 and "does not verify" in out and "built it again" in out
+    assert resources.masked_lm(settings, backbone=str(tiny_backbone)).info["path"] == str(target)
+
+
+# --- 6. a record must name its run and match its manifest -------------------------------------
+
+def _classifier(backbone: Path, path: Path) -> Path:
+    """The tiny random BERT as a saved sequence classifier (no training needed to attack it)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        backbone, num_labels=2, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
+    model.save_pretrained(path, safe_serialization=True)
+    AutoTokenizer.from_pretrained(backbone).save_pretrained(path)
+    return path
+
+
+def test_a_record_copied_under_another_runs_name_is_not_returned(capsys, where, settings, tiny_backbone, tmp_path,
+                                                                caplog):
+    given = ["run", "--checkpoint", _classifier(tiny_backbone, tmp_path / "clf"), "--attack", "advglue",
+             "--eval-size", 8, *where]
+    code, out, lines = _cli(capsys, *given, "--eval-seed", 0)
+    assert code == 0, lines
+    first = Path(out.split("record: ")[1].split()[0])
+    code, out, lines = _cli(capsys, *given, "--eval-seed", 1, "--dry-run")
+    other = Path(out.split("record: ")[1].split()[0])
+    shutil.copy(first, other)
+    shutil.copy(first.with_suffix(".csv"), other.with_suffix(".csv"))
+    with caplog.at_level(logging.WARNING, "robench"):
+        code, out, lines = _cli(capsys, *given, "--eval-seed", 1)
+    assert code == 0 and any("does not verify" in line and "not " + other.stem in line for line in lines), lines
+    printed = Path(out.split("record: ")[1].split()[0])
+    assert printed == other and printed.is_file() and json.loads(printed.read_text())["run_id"] == other.stem
+    assert json.loads(printed.read_text())["spec"]["eval_seed"] == 1
+
+
+@pytest.mark.parametrize("edit", ["metrics", "csv", "spec"])
+def test_an_edited_record_is_run_again(settings, caplog, edit):
+    calls = []
+
+    def model(texts):
+        calls.append(len(texts))
+        return np.tile([0.0, 1.0], (len(texts), 1))
+
+    def evaluate():
+        return robench.evaluate(model, task="sst2", attack="advglue", name="fn", settings=settings, device="cpu")
+
+    record = evaluate()
+    store, queried = RunStore(settings.runs_dir, record.run_id), len(calls)
+    saved = json.loads(store.record_path.read_text())
+    if edit == "metrics":
+        saved["metrics"]["robust_accuracy"] = 1.0
+        store.record_path.write_text(json.dumps(saved))
+    elif edit == "spec":  # another run's spec under this name, its checksum recomputed to match
+        from robench.core.manifest import content_digest
+
+        saved["spec"]["eval_seed"] = 7
+        saved["manifest"]["record_sha256"] = content_digest({k: v for k, v in saved.items() if k != "manifest"})
+        store.record_path.write_text(json.dumps(saved))
+    else:
+        store.csv_path.write_text(store.csv_path.read_text().replace("successful", "failed"))
+    with caplog.at_level(logging.WARNING, "robench"):
+        again = evaluate()
+    assert "does not verify" in caplog.text and len(calls) > queried  # the model was asked again
+    assert again.metrics == record.metrics and again.spec == record.spec  # its own numbers, not the edited ones
+    queried = len(calls)
+    assert evaluate().created == again.created and len(calls) == queried  # and now it verifies: reused
+
+
+# --- 7. impossible thresholds ------------------------------------------------------------------
+
+@pytest.mark.parametrize("attack,param,message", [
+    ("textfooler", "min_cos=2", "min_cos must be between -1 and 1"),
+    ("textfooler", "encoder_threshold=5", "encoder_threshold must be between -1 and 1"),
+    ("textfooler", "similarity_threshold=-0.5", "between 0 and 1 for angular similarity"),
+    ("bert-attack", "similarity_threshold=1.5", "similarity_threshold must be between -1 and 1"),
+    ("bert-attack", "encoder_threshold=-3", "encoder_threshold must be between -1 and 1"),
+    ("textattack:textfooler", "min_cos=2", "min_cos must be between -1 and 1"),
+])
+def test_impossible_similarity_thresholds_are_refused(capsys, base, settings, attack, param, message):
+    assert message in _one_error(capsys, "run", *base, "--attack", attack, "--attack-param", param)
+    assert _nothing_trained(settings)
+
+
+# --- 8. a train size beyond the split -----------------------------------------------------------
+
+def test_a_train_size_beyond_the_split_is_the_whole_split(settings, tiny_backbone):
+    whole = resolve_run(tiny_spec(tiny_backbone), settings)
+    for size in (96, 10**20):
+        beyond = resolve_run(tiny_spec(tiny_backbone, train_size=size), settings)
+        assert beyond.spec.train_size is None and beyond.spec.run_id == whole.spec.run_id
+        assert checkpoint_key(beyond) == checkpoint_key(whole)
+    assert resolve_run(tiny_spec(tiny_backbone, train_size=95), settings).spec.train_size == 95
+    record = robench.run(tiny_spec(tiny_backbone, train_size=10**20), settings, device="cpu")
+    assert record.spec["train_size"] is None and record.resources["data"]["train_examples"] == 96
+
+
+# --- 9. cached estimates ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage", [
+    lambda saved: saved["calibration"].update(seconds_per_step=float("nan")),
+    lambda saved: saved["calibration"].update(forward_per_second=1e-300),
+    lambda saved: saved["calibration"].update(load_seconds="fast"),
+    lambda saved: saved.update(calibration={"seconds_per_step": 1.0}),
+    lambda saved: saved.update(sha256="0" * 64),
+    lambda saved: _resealed(saved, seconds_per_step=float("nan")),
+    lambda saved: _resealed(saved, forward_per_second=1e309),
+    lambda saved: _resealed(saved, load_seconds="fast"),
+    lambda saved: _resealed(saved, seconds_per_step=-1.0),
+    lambda saved: saved.clear(),
+], ids=["nan", "edited-value", "string", "missing-fields", "bad-checksum", "nan-resealed", "inf-resealed",
+        "string-resealed", "negative-resealed", "empty"])
+def test_an_invalid_cached_calibration_is_not_used(tmp_path, damage):
+    from dataclasses import asdict
+
+    from robench.core.manifest import content_digest
+    from robench.runs.estimate import Calibration, _cached_calibration
+
+    good = Calibration(seconds_per_step=0.5, forward_per_second=200.0, load_seconds=1.0)
+    path = tmp_path / "calibration.json"
+    saved = {"calibration": asdict(good), "sha256": content_digest(asdict(good)), "measured": time.time()}
+    path.write_text(json.dumps(saved))
+    assert _cached_calibration(path) == good
+    damage(saved)
+    path.write_text(json.dumps(saved))
+    assert isinstance(_cached_calibration(path), str)  # why it is not used: measured again
+    path.write_bytes(b"\xff\x00")
+    assert isinstance(_cached_calibration(path), str)
+    assert _cached_calibration(tmp_path / "none.json") is None
+
+
+def test_a_dry_run_with_an_invalid_cached_estimate_measures_again(capsys, base, settings, tiny_backbone, caplog):
+    from robench.core.device import pick_device
+    from robench.runs.estimate import _cache_path
+    from robench.runs.spec import TrainConfig
+
+    resolved = resolve_run(tiny_spec(tiny_backbone, train=TrainConfig(epochs=1, batch_size=16, max_length=32)),
+                           settings, attack=False)
+    path = _cache_path(resolved, pick_device("cpu"))
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"calibration": {"seconds_per_step": float("nan"), "forward_per_second": "fast",
+                                                "load_seconds": 1e308}, "sha256": "x"}))
+    with caplog.at_level(logging.WARNING, "robench"):
+        code, out, lines = _cli(capsys, "train", *base, "--lr", "5e-5", "--dry-run")
+    assert code == 0, lines
+    assert "measuring again" in caplog.text and str(path) in caplog.text
+    estimate = next(line for line in out.splitlines() if line.startswith("estimate on"))
+    assert "nan" not in estimate and "inf" not in estimate
+
+
+def _resealed(saved: dict, **values) -> None:
+    """Edit calibration values and write a matching checksum: only the value checks can tell."""
+    from robench.core.manifest import content_digest
+
+    saved["calibration"].update(values)
+    saved["sha256"] = content_digest(saved["calibration"])
+
+
+# --- 10. a full disk -------------------------------------------------------------------------
+
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _leftovers(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if ".tmp" in p.name]
+
+
+def test_a_full_disk_in_run_is_one_error_line_and_leaves_nothing_trusted(capsys, where, settings, tiny_backbone,
+                                                                         tmp_path, monkeypatch):
+    given = ["run", "--checkpoint", _classifier(tiny_backbone, tmp_path / "clf"), "--attack", "advglue", *where]
+    monkeypatch.setattr(os, "fsync", _no_space)  # every durable write (records, partials, caches) fails
+    code, _, lines = _cli(capsys, *given)
+    assert code == 2 and lines[-1].startswith("robench: error: ") and "No space left on device" in lines[-1]
+    assert not any("Traceback" in line for line in lines)
+    assert not list(settings.runs_dir.glob("*.json")) and not _leftovers(settings.results_dir)
+    monkeypatch.undo()
+    code, _, lines = _cli(capsys, *given)  # space again: the run completes from a clean state
+    assert code == 0, lines
+
+
+def test_a_disk_that_fills_mid_attack_resumes_to_the_same_numbers(settings, tiny_backbone, monkeypatch, tmp_path):
+    from robench.core.paths import resolve_settings
+
+    spec = tiny_spec(tiny_backbone)
+    full = robench.run(spec, settings, device="cpu")
+    other = resolve_settings(settings.data_dir, settings.cache_dir, tmp_path / "other")
+    real_fsync, appended = os.fsync, []
+
+    def fills(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".partial.jsonl"):
+            appended.append(fd)
+            if len(appended) > 5:
+                _no_space()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fills)
+    with pytest.raises(RobenchError, match="No space left on device"):
+        robench.run(spec, other, device="cpu")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    resumed = robench.run(spec, other, device="cpu")
+    assert resumed.metrics == full.metrics and resumed.timings["resumed_examples"] >= 5
+
+
+def test_a_full_disk_while_saving_a_checkpoint_leaves_no_checkpoint(capsys, base, settings, monkeypatch):
+    from transformers import PreTrainedModel
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", _no_space)
+    code, _, lines = _cli(capsys, "train", *base)
+    assert code == 2 and lines[-1].startswith("robench: error: ") and "No space left" in lines[-1], lines
+    assert _nothing_trained(settings) and not list(settings.checkpoints_dir.glob("*.tmp-*"))
+
+
+def test_a_full_disk_in_leaderboard_and_evaluate_is_a_clear_error(capsys, settings, tiny_backbone, monkeypatch):
+    robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    monkeypatch.setattr(os, "fsync", _no_space)
+    code, _, lines = _cli(capsys, "leaderboard", "--results-dir", settings.results_dir)
+    assert code == 2 and lines[-1].startswith("robench: error: ") and "No space left" in lines[-1], lines
+    assert not (settings.results_dir / "leaderboard.csv").exists() and not _leftovers(settings.results_dir)
+    with pytest.raises(RobenchError, match="No space left on device"):
+        robench.evaluate(_constant([0.0, 1.0]), task="sst2", attack="advglue", name="fn", settings=settings,
+                         device="cpu")
+
+
+# --- 11. bounded hyperparameters --------------------------------------------------------------
+
+@pytest.mark.parametrize("model,param,message", [
+    ("freelb", "adv_steps=1000000000", "adv_steps must be positive and at most 100"),
+    ("smart", "smart_ascent_steps=100000", "smart_ascent_steps must be between 0 and 100"),
+    ("imbert", "im_steps=1e9", "im_steps must be an integer"),
+    ("imbert", "im_steps=100000", "im_steps must be between 0 and 100"),
+])
+def test_unbounded_hyperparameters_are_refused_at_dry_run_in_seconds(capsys, base, model, param, message):
+    start = time.perf_counter()
+    assert message in _one_error(capsys, "run", *base, "--model", model, "--param", param, "--dry-run")
+    assert time.perf_counter() - start < 30
+
+
+# --- 12. grid names ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["a\\u0000b", "a\\nb", "../up", "", " "])
+def test_a_grid_name_that_is_not_a_plain_name_fails_at_dry_run(capsys, settings, tiny_backbone, tmp_path, name):
+    config = tmp_path / "grid.toml"
+    config.write_text(f'name = "{name}"\ntasks = ["sst2"]\nmodels = ["bert"]\nattacks = ["advglue"]\n'
+                      f'backbones = [{json.dumps(str(tiny_backbone))}]\n', encoding="utf-8")
+    line = _one_error(capsys, "grid", config, "--dry-run", "--data-dir", settings.data_dir, "--cache-dir",
+                      settings.cache_dir, "--results-dir", settings.results_dir)
+    assert "name must be a plain name" in line and "\x00" not in line
+
+
+# --- 13, 18, 22. show -----------------------------------------------------------------------------
+
+def _shown_run(settings, tmp_path, texts: list[str]) -> str:
+    record = robench.evaluate(_constant([0.0, 1.0]), task=str(_task_with_replay(tmp_path / "task", texts)),
+                              attack="advglue", name="fn", settings=settings, device="cpu")
+    return record.run_id
+
+
+def test_show_html_to_a_directory_is_a_clear_error(capsys, settings, tmp_path):
+    run_id = _shown_run(settings, tmp_path, ["a fine film", "a dull film"])
+    line = _one_error(capsys, "show", run_id, "--results-dir", settings.results_dir, "--html", f"{tmp_path}/")
+    assert "is a directory" in line
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "glob"])
+def test_show_refuses_a_path_or_pattern_as_run_id(capsys, settings, tmp_path, how):
+    run_id = _shown_run(settings, tmp_path, ["a fine film", "a dull film"])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for suffix in (".json", ".csv"):
+        shutil.copy(settings.runs_dir / f"{run_id}{suffix}", outside / f"{run_id}{suffix}")
+    given = {"absolute": str(outside / run_id), "dotdot": f"../../outside/{run_id}", "glob": "*"}[how]
+    line = _one_error(capsys, "show", given, "--results-dir", settings.results_dir)
+    assert "is not a run id" in line
+
+
+def test_show_reads_a_read_only_results_dir(capsys, settings, tmp_path, monkeypatch):
+    import robench.core.paths
+
+    run_id = _shown_run(settings, tmp_path, ["a fine film", "a dull film"])
+    real_access = os.access
+    monkeypatch.setattr(robench.core.paths.os, "access",  # as a non-root user on a read-only mount sees it
+                        lambda path, mode: False if mode & os.W_OK else real_access(path, mode))
+    code, out, lines = _cli(capsys, "show", run_id, "--results-dir", settings.results_dir)
+    assert code == 0 and "a fine film" in out, lines
+    assert "is not writable" in _one_error(capsys, "leaderboard", "--results-dir", settings.results_dir)
+
+
+# --- 14. a bad masked LM ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("attack,param", [("bert-attack", "masked_lm"), ("textattack:bert-attack", "mlm")])
+def test_a_bad_masked_lm_fails_before_training_and_names_its_flag(capsys, base, settings, tmp_path, attack, param):
+    line = _one_error(capsys, "run", *base, "--attack", attack, "--attack-param", f"{param}={tmp_path}/no-such-mlm")
+    assert f"--attack-param {param}=" in line and "--backbone" not in line
+    assert _nothing_trained(settings)
+
+
+# --- 15. a 100,000-character text --------------------------------------------------------------
+
+def test_a_100000_character_text_is_refused_before_a_word_level_attack(settings, tmp_path):
+    rng = np.random.default_rng(0)
+    long = " ".join(rng.choice(["fine", "dull", "film", "plot", "warm"], 20_000))[:100_000]
+    start = time.perf_counter()
+    with pytest.raises(RobenchError, match=r"1 text\(s\) the textfooler attack would search are longer than 2,000 "
+                                           r"words \(row 1 \(20,000 words\)\)"):
+        robench.evaluate(_constant([0.0, 1.0]), task=str(_task_with_replay(tmp_path / "t", ["a film", long])),
+                         attack="textfooler", name="fn", settings=settings, device="cpu",
+                         attack_params={"synonym_source": "neighbors"})
+    assert time.perf_counter() - start < 30
+    record = robench.evaluate(_constant([0.0, 1.0]), task=str(tmp_path / "t" / "task.toml"), attack="advglue",
+                              name="fn", settings=settings, device="cpu")  # a replay reads it as the model does
+    assert record.metrics["examples"] == 2
+
+
+# --- 16. terminal escapes ------------------------------------------------------------------------
+
+def test_show_never_writes_terminal_controls_from_texts(capsys, settings, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    texts = ["red \x1b[31mALERT\x1b[0m film", "link \x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\ here",
+             "bidi \u202eevil\u202c text", "bell \x07 and \x9b csi"]
+    run_id = _shown_run(settings, tmp_path, texts)
+    code, out, lines = _cli(capsys, "show", run_id, "--results-dir", settings.results_dir)
+    assert code == 0, lines
+    assert not any(c in out for c in "\x1b\x07\x9b\u202e\u202c")
+    flat = "".join(out.split())
+    assert "\\x1b[31mALERT" in flat and "\\u202eevil" in flat and "\\x07" in flat
+
+
+def test_error_lines_never_carry_terminal_controls(capsys, base):
+    line = _one_error(capsys, "run", *base, "--task", "csv:x\x1b[2Jy\u202e.csv")
+    assert "\x1b" not in line and "\u202e" not in line and "x\\x1b[2Jy\\u202e" in line
+
+
+# --- 17. Markdown injection ----------------------------------------------------------------------
+
+def test_leaderboard_markdown_escapes_html_and_pipes_in_names(settings):
+    name = '<img src=x onerror=alert(1)>|shift|'
+    robench.evaluate(_constant([0.0, 1.0]), task="sst2", attack="advglue", name=name, settings=settings,
+                     device="cpu")
+    from robench.report.leaderboard import write_leaderboard
+
+    _, _, md_path = write_leaderboard(settings.results_dir)
+    text = md_path.read_text(encoding="utf-8")
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;\\|shift\\|" in text
+
+    def cells(line: str) -> int:  # the columns of a Markdown table line; an escaped pipe is not a separator
+        return line.replace("\\|", "").count("|")
+
+    header, rows = None, 0
+    for line in text.splitlines():
+        if line.startswith("| task"):
+            header = line
+        elif "callable:" in line:
+            rows += 1
+            assert header is not None and cells(line) == cells(header), (line, header)  # columns in place
+    assert rows >= 1
+
+
+# --- 19. echoed file contents ----------------------------------------------------------------------
+
+def test_data_file_errors_never_echo_more_than_a_short_excerpt(tmp_path):
+    secret = "root:$6$SALTSALTSALT$hashhashhashhashhashhash:19000:0:99999:7:::"
+    (tmp_path / "shadow").write_text(secret + "\ndaemon:*:19000:0:99999:7:::\n")
+    (tmp_path / "task.toml").write_text('eval = "shadow"\nformat = "csv"\ntext_columns = "text"\n'
+                                        'label_column = "label"\nlabels = ["neg", "pos"]\n')
+    from robench.data.file_tasks import file_task_definition, task_from_definition
+    from robench.data.loading import load_split
+
+    with pytest.raises(RobenchError) as info:
+        load_split(task_from_definition(file_task_definition(str(tmp_path / "task.toml"))), "eval", None, "local")
+    line = str(info.value)
+    assert "shadow" in line and "hashhash" not in line and "SALTSALTSALT$" not in line
+    assert "root:$6$SALTSALTSALT"[:20] in line  # a short excerpt of the offending field at most
+
+
+# --- 20. data file messages --------------------------------------------------------------------
+
+@pytest.mark.parametrize("content,message", [
+    (b"text,label\n\xff\xfe bad,pos\nfine,neg\n", "is not UTF-8 text (an invalid byte on line 2)"),
+    (b"", "is empty (0 bytes)"),
+    (None, "is a directory, not a file"),
+    (b'text,label\n"good",pos,more\n"bad",neg\n', "data row 1 has 3 fields but the header has 2"),
+])
+def test_data_file_errors_name_their_cause(tmp_path, content, message):
+    from robench.data.file_tasks import file_task_definition, task_from_definition
+    from robench.data.loading import load_split
+
+    path = tmp_path / "data.csv"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(RobenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_split(task_from_definition(file_task_definition(f"csv:{path}", labels=["neg", "pos"])), "eval", None,
+                   "local")
+
+
+def test_numeric_texts_are_texts(tmp_path):
+    from robench.data.file_tasks import file_task_definition, task_from_definition
+    from robench.data.loading import load_split
+
+    (tmp_path / "data.csv").write_text("text,label\n12345,pos\n007,neg\n")
+    (tmp_path / "data.jsonl").write_text('{"text": 12345, "label": "pos"}\n{"text": "abc", "label": "neg"}\n')
+    csv_rows = load_split(task_from_definition(file_task_definition(f"csv:{tmp_path / 'data.csv'}",
+                                                                    labels=["neg", "pos"])), "eval", None, "local")
+    assert list(csv_rows["text"]) == ["12345", "007"] and list(csv_rows["label"]) == [1, 0]
+    jsonl = load_split(task_from_definition(file_task_definition(f"jsonl:{tmp_path / 'data.jsonl'}",
+                                                                 labels=["neg", "pos"])), "eval", None, "local")
+    assert list(jsonl["text"]) == ["12345", "abc"]
+
+
+def test_a_csv_file_of_another_format_names_the_real_cause(tmp_path):
+    from robench.data.file_tasks import file_task_definition, task_from_definition
+    from robench.data.loading import load_split
+
+    (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:A, B,,:/home/u:/bin/sh\n")
+    with pytest.raises(RobenchError, match="data row 1 has 4 fields but the header has 1"):
+        load_split(task_from_definition(file_task_definition(f"csv:{tmp_path / 'passwd'}", labels=["a", "b"])),
+                   "eval", None, "local")
+
+
+# --- 21. task TOML types -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line,message", [
+    ('labels = "neg,pos"', "labels must be a list of label names"),
+    ('label_column = ["label"]', "label_column must be a non-empty string, got a list"),
+    ("text_columns = 3", "text_columns must be a column name or a list"),
+    ("name = 5", "name must be a plain name"),
+    ('name = "x\\u001b[31m"', "name must be a plain name"),
+    ("eval = 1", "eval must be a non-empty string"),
+    ("train = true", "train must be a non-empty string"),
+    ('format = "xlsx"', "format must be one of"),
+    ("labels = [1.5, 2.5]", "labels must be a list of label names"),
+])
+def test_every_task_file_key_is_type_checked(tmp_path, line, message):
+    from robench.data.file_tasks import file_task_definition
+
+    (tmp_path / "data.csv").write_text("text,label\nx,neg\n")
+    keys = {"eval": 'eval = "data.csv"', "text_columns": 'text_columns = ["text"]',
+            "label_column": 'label_column = "label"', "labels": 'labels = ["neg", "pos"]'}
+    keys[line.split(" = ")[0]] = line
+    (tmp_path / "task.toml").write_text("\n".join(keys.values()) + "\n")
+    with pytest.raises(RobenchError, match=message):
+        file_task_definition(str(tmp_path / "task.toml"))
+
+
+# --- 22. callables returning strings -------------------------------------------------------------
+
+@pytest.mark.parametrize("output,message", [
+    (lambda n: [["neg", "pos"]] * n, "returned list values that are not numbers"),
+    (lambda n: np.zeros((n, 3)), r"logits of shape \(.*, 3\)"),
+    (lambda n: None, r"logits of shape \(\) for"),
+])
+def test_a_function_returning_other_than_logits_is_a_clear_error(settings, output, message):
+    with pytest.raises(RobenchError, match=message):
+        robench.evaluate(lambda texts: output(len(texts)), task="sst2", attack="advglue", name="bad",
+                         settings=settings, device="cpu")
