@@ -488,9 +488,9 @@ def test_the_estimate_knows_a2ts_training_attack_and_safers_votes_and_certificat
 
 def test_a_safer_run_records_its_certified_accuracy_and_inner_forwards(settings, tiny_backbone, monkeypatch):
     from conftest import tiny_spec
+    from robench.models import safer
 
     import robench
-    from robench.models import safer
     from robench.report.leaderboard import aggregate, records_frame
 
     table = _toy_table()
