@@ -21,8 +21,8 @@ from robench.report.identity import one_per_seed, peer_id, setting_id, setting_l
 from robench.report.stats import (
     FAILED,
     INSUFFICIENT,
+    INTERVAL_METRICS,
     LESS_ROBUST,
-    METRICS,
     MIN_SEEDS,
     MISSING,
     MORE_ROBUST,
@@ -79,7 +79,7 @@ def intervals(setting: Setting, runs_dir: Path) -> dict[str, float]:
     codes = outcome_matrix([outcomes(runs_dir, r) for r in setting.records])
     if codes.size == 0:
         return {}
-    reported = [metric for metric in METRICS  # AdvGLUE: no clean accuracy, no success rate
+    reported = [metric for metric in INTERVAL_METRICS  # AdvGLUE: no clean accuracy, no success rate
                 if any(r.metrics.get(metric) is not None for r in setting.records)]
     out: dict[str, float] = {}
     for metric, estimate in proportion_intervals(codes, reported).items():

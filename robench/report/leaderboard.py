@@ -25,8 +25,7 @@ from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
 from robench.core.text import markdown_cell
 from robench.report.compare import Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
-from robench.report.stats import ALPHA, INSUFFICIENT, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST
-from robench.report.stats import METRICS as INTERVAL_METRICS
+from robench.report.stats import ALPHA, INSUFFICIENT, INTERVAL_METRICS, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST
 from robench.report.validity import VALIDITY_METRICS, validity_columns
 from robench.report.worstcase import with_worst_case, write_worst_case
 

@@ -65,7 +65,7 @@ RATIOS: dict[str, Ratio] = {
     "robust_accuracy": (lambda c: c == FAILED, _known),
     "attack_success_rate": (lambda c: c == SUCCESSFUL, lambda c: (c == FAILED) | (c == SUCCESSFUL)),
 }
-METRICS = tuple(RATIOS)  # the metrics that get intervals from per-example data
+INTERVAL_METRICS = tuple(RATIOS)  # the metrics that get intervals from per-example data
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ def ratio_interval(codes: np.ndarray, ratio: Ratio, confidence: float = CONFIDEN
     return Estimate(value, *wilson_interval(value * effective, effective, confidence, df))
 
 
-def proportion_intervals(codes: np.ndarray, metrics: Sequence[str] = METRICS,
+def proportion_intervals(codes: np.ndarray, metrics: Sequence[str] = INTERVAL_METRICS,
                          confidence: float = CONFIDENCE) -> dict[str, Estimate]:
     """`ratio_interval` of each named metric (RATIOS) of (seeds, examples) attack-outcome codes."""
     return {metric: ratio_interval(codes, RATIOS[metric], confidence) for metric in metrics}
