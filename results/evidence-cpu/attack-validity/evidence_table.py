@@ -25,11 +25,13 @@ ATTACKS = ("textfooler", "gradient-swap", "bert-attack")
 OLD_LISTS = {"textfooler": ["ppdb"], "gradient-swap": ["ppdb"], "bert-attack": []}
 
 
-def groups(runs: Path) -> dict[tuple[str, str], list]:
+def groups(runs: Path) -> dict[tuple[str, str, str], list]:
+    """(model, attack, budget setting) -> records; the old records have no setting ("")."""
     out = defaultdict(list)
     for rec in iter_records(runs):
         if rec.spec["attack"] in ATTACKS and rec.spec.get("eval_size") == 100:
-            out[(rec.spec["model"], rec.spec["attack"])].append(rec)
+            budget = (rec.hyperparameters.get("attack") or {}).get("budget", "")
+            out[(rec.spec["model"], rec.spec["attack"], budget)].append(rec)
     return out
 
 
@@ -45,7 +47,7 @@ def summary(runs: Path, records: list, lex, lists) -> dict:
             "avg_queries": sum(r.metrics["avg_queries"] for r in records) / len(records),
             "audit": {"swaps": a.swaps, "rates": a.rates, "antonym_example_rate": a.antonym_example_rate,
                       "resource_rates": a.resource_rates},
-            "budget": (records[0].hyperparameters.get("attack") or {}).get("budget", "old: glove-50d, no budget"),
+            "budget": (records[0].hyperparameters.get("attack") or {}).get("budget", "old attack"),
             "mlm_heldout": (records[0].resources.get("attack") or {}).get("masked_lm_heldout_accuracy")}
 
 
@@ -57,12 +59,13 @@ def main() -> None:
     lex = lexicon(resolve_settings())
     old, new = groups(OLD), groups(NEW)
     table = {}
-    for key in sorted(new, key=lambda k: (k[0] != "bert", k[0], ATTACKS.index(k[1]))):
-        model, attack = key
+    for key in sorted(new, key=lambda k: (k[0] != "bert", k[0], ATTACKS.index(k[1]), k[2] != "textdefender")):
+        model, attack, budget = key
         seeds = {r.spec["seed"] for r in new[key]}
-        before = summary(OLD, [r for r in old[key] if r.spec["seed"] in seeds], lex, OLD_LISTS[attack])
+        before = summary(OLD, [r for r in old[(model, attack, "")] if r.spec["seed"] in seeds], lex,
+                         OLD_LISTS[attack])
         after = summary(NEW, new[key], lex, [] if attack == "bert-attack" else ["alzantot", "ppdb", "wordnet"])
-        table[f"{model} {attack}"] = {"before": before, "after": after}
+        table[f"{model} {attack} {budget}"] = {"before": before, "after": after}
         for name, s in (("before", before), ("after", after)):
             r, su, au = s["robust_accuracy"], s["attack_success_rate"], s["audit"]
             print(f"| {model} | {attack} | {name} ({s['budget']}) | {','.join(map(str, s['seeds']))} | "
