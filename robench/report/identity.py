@@ -175,7 +175,7 @@ def attack_label(record: RunRecord) -> str:
     """The attack setting's part of the label: attack parameters, eval size and seed ('' if default)."""
     spec = record.spec
     attack = (record.hyperparameters or {}).get("attack") or {}
-    parts = _params_part(spec["attack"], attack, _attack_defaults(spec["attack"]))
+    parts = _params_part(spec["attack"], attack, _attack_defaults(spec["attack"], attack.get("budget")))
     if attack.get("budget"):  # the budget setting is always named (robench.engine.budgets)
         parts.insert(0, f"budget={attack['budget']}")
     if spec.get("eval_size") is not None:
@@ -202,9 +202,12 @@ def _model_defaults(name: str) -> dict[str, Any] | None:
         return None
 
 
-def _attack_defaults(name: str) -> dict[str, Any] | None:
+def _attack_defaults(name: str, budget: str | None = None) -> dict[str, Any] | None:
+    """The attack's resolved defaults; with a budget setting, that setting's (so a label names only the setting
+    and what differs from it: `budget=morris2020`, not every knob the setting fixes)."""
     try:
-        return dataclasses.asdict(make_params(ATTACKS.get(name).params, {}, f"attack {name!r}"))
+        overrides = {"budget": budget} if budget else {}
+        return dataclasses.asdict(make_params(ATTACKS.get(name).params, overrides, f"attack {name!r}"))
     except RobenchError:
         return None
 
