@@ -18,7 +18,14 @@ def _dry_run(capsys, settings, backbone, *extra):
     return capsys.readouterr()
 
 
-def test_a_dry_run_calibrates_once_then_answers_from_its_cache(capsys, settings, tiny_backbone):
+def test_a_dry_run_calibrates_once_then_answers_from_its_cache(capsys, settings, tiny_backbone, tmp_path):
+    import shutil
+
+    from robench.core.paths import resolve_settings
+
+    private = tmp_path / "data"  # this test edits a data file: never the session's shared tiny data
+    shutil.copytree(settings.data_dir, private, symlinks=True)
+    settings = resolve_settings(private, settings.cache_dir, settings.results_dir)
     first = _dry_run(capsys, settings, tiny_backbone)
     assert "calibrating bert on cpu (no calibration cached for this setting)" in first.err
     assert "calibrated in " in first.err and "estimate on cpu: train ~" in first.out

@@ -5,6 +5,7 @@ target directory, never into the environment running the tests (parallel workers
 in a subprocess with that directory on PYTHONPATH, so it finds the plugin through its entry points exactly as
 it would in an environment where the plugin is installed.
 """
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -51,7 +52,9 @@ def test_the_shared_environment_stays_without_the_plugin(plugin_site):
     assert list(plugin_site.glob("robench_example_defense-*.dist-info/entry_points.txt"))
     with pytest.raises(PackageNotFoundError):
         distribution(DIST)  # not installed where this process (and every other test worker) looks
-    assert importlib.util.find_spec("robench_example_defense") is None
+    # nothing importable from the shared environment's path (another test may have imported the plugin from its
+    # source tree, which leaves it in sys.modules but installs nothing)
+    assert importlib.machinery.PathFinder.find_spec("robench_example_defense", sys.path) is None
 
 
 @pytest.mark.integration

@@ -79,7 +79,7 @@ def test_leaderboard_links_each_run_to_its_page(tmp_path, browser):  # noqa: F81
     assert (tmp_path / "site" / "runs" / f"{RUN_ID}.html").is_file()
 
     browser.get(page.as_uri())
-    link = browser.find_element("css selector", "#table-sst2 tbody tr td:last-child a")
+    link = browser.find_element("css selector", "#table-sst2 tbody tr span.runs a")  # in the attack's cell
     assert link.text == "s0" and link.get_attribute("href").endswith(f"/site/runs/{RUN_ID}.html")
     link.click()
     assert len(browser.find_elements("css selector", "#examples tbody tr")) == len(EXAMPLES)
