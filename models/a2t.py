@@ -54,6 +54,10 @@ Deviations (each on purpose):
 * examples are attacked in rounds of `a2t_concurrency` and the first ceil(gamma * N) successes in the shuffled
   order are kept (TextAttack's sequential worker keeps the same ones; it stops attacking at once);
 * pair tasks: only the last text field is perturbed (TextAttack's A2T protects a field named "premise");
+* `a2t_attack="textfooler"` is not the paper's attack but its baselines' (the A2T paper compares with adversarial
+  training on TextFooler's examples): TextFooler's search and constraints in place of A2T's, with the candidate
+  budget of the a2t_* parameters (for training against the evaluation attack's own budget, e.g. k 50, no
+  cosine floor, 30% of the words: TextDefender's);
 * robench's shared training settings (AdamW, linear warm-up 10%, weight decay 0.01, clipping 1.0) instead of
   the A2T script's (lr 5e-5, 100-500 warm-up steps, batch 8-32, 4 epochs), and the MiniLM backbone; the
   epochs come from the run (`--epochs`), so `--epochs 4` gives the paper's 1 clean + 3 adversarial epochs.
@@ -74,21 +78,24 @@ from robench.core.params import bounded
 from robench.core.registry import MODELS
 from robench.core.types import AttackContext, Defense, Objective, TrainingContext
 from robench.engine import resources
+from robench.engine.budgets import USE_THRESHOLD
 from robench.engine.gradients import GradientVictim
 from robench.engine.resources.synonyms import DEFAULT_SOURCE
 from robench.engine.scheduler import EngineConfig, attack_examples
-from robench.engine.search import CachedEmbedder, Similarity, WordSwapSearch
+from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
 from robench.engine.substitution import GradientRanking, synonym_candidates
 from robench.engine.victim import Victim
 from robench.engine.words import Words
 
 WEIGHT = "robench_weight"  # the per-example loss weight a2t's adversarial epochs add to their features
-# For cost estimates (`A2T.extra_cost`), measured on the positive control's seed 0 (SST-2, 3,000 sentences of 9.42
-# words, MiniLM after one clean epoch): 442 of the 3,000 sentences tried were attacked successfully, and the attack
-# ran 46,042 texts through the model, 2,768 gradients (a forward and a backward, counted as 3 forwards) and 24,302
-# sentence encodings (MiniLM, a forward each): 26.2 forward passes per tried sentence, 3 + 2.46 per word.
-SUCCESS_RATE = 0.147
-FORWARDS_PER_WORD = 2.46
+ATTACKS = ("a2t", "textfooler")  # the training attack: A2T's recipe, or TextFooler's search and constraints
+# For cost estimates (`A2T.extra_cost`), per training attack: (successful attacks per sentence tried, forward passes
+# per tried sentence = a + b * words). Measured on the positive control's seed 0 (SST-2, 3,000 sentences of 9.42
+# words, MiniLM after one clean epoch). A2T: 442 of the 3,000 sentences tried succeeded; 46,042 texts through the
+# model, 2,768 gradients (a forward and a backward, counted as 3 forwards) and 24,302 sentence encodings (a MiniLM
+# forward each): 26.2 forwards per tried sentence = 3 + 2.46 per word. TextFooler's search at TextDefender's
+# budget: 605 of 1,152 tried succeeded; 22,692 texts and 1,998 encodings: 21.4 per tried sentence = 2.27 per word.
+ATTACK_COSTS = {"a2t": (0.147, 3.0, 2.46), "textfooler": (0.525, 0.0, 2.27)}
 
 
 @dataclass(frozen=True)
@@ -106,12 +113,15 @@ class A2TParams:
     a2t_concurrency: int = bounded(64, 1, 4096)  # examples attacked at once (their queries share batches)
     a2t_synonym_source: str | None = None  # None: the default synonym table of robench's attacks
     a2t_sentence_encoder: str = "minilm"  # or "use-m3"
+    a2t_attack: str = "a2t"  # "a2t" (the paper's attack), or "textfooler": TextFooler's ranking and constraints
     a2t_audit: bool = True  # audit the adversarial examples' swaps (robench.engine.audit) into the record
 
     def __post_init__(self) -> None:
         if self.a2t_synonym_source is not None and self.a2t_synonym_source not in resources.SOURCES:
             raise ValueError(f"a2t_synonym_source must be one of {resources.SOURCES} or null, got "
                              f"{self.a2t_synonym_source!r}")
+        if self.a2t_attack not in ATTACKS:
+            raise ValueError(f"a2t_attack must be one of {ATTACKS}, got {self.a2t_attack!r}")
         if self.a2t_sentence_encoder not in resources.ENCODERS:
             raise ValueError(f"a2t_sentence_encoder must be one of {resources.ENCODERS}, got "
                              f"{self.a2t_sentence_encoder!r}")
@@ -145,14 +155,24 @@ def load_resources(params: A2TParams, settings, device) -> A2TResources:
 
 
 def build_search(params: A2TParams, res: A2TResources) -> WordSwapSearch:
-    """The A2T attack as a `WordSwapSearch` (see the module docstring)."""
+    """The training attack as a `WordSwapSearch`: A2T's (see the module docstring), or with
+    a2t_attack="textfooler" TextFooler's word ranking (deletion), POS rule (nouns and verbs may swap) and
+    sentence constraint (USE angular 0.840845 mapped to the encoder, 15-word windows against the previous text,
+    shorter texts unchecked), with the candidates and modification limit of the a2t_* parameters."""
     stop = res.stopwords
+    textfooler = params.a2t_attack == "textfooler"
     candidates = synonym_candidates(res.synonyms, res.tagger, params.a2t_k, params.a2t_min_cos,
-                                    allow_verb_noun_swap=False, max_rate=params.a2t_max_rate,
+                                    allow_verb_noun_swap=textfooler, max_rate=params.a2t_max_rate,
                                     min_threshold=params.a2t_min_words)
-    similarity = Similarity(params.a2t_similarity, "cosine", window=None, against_original=True)
+    if textfooler:
+        similarity = Similarity(res.encoder.threshold_for(USE_THRESHOLD, "angular"), "angular", window=15,
+                                against_original=False, skip_shorter_than_window=True)
+        importance = Importance(lambda original, i: original.delete(i))
+    else:
+        similarity = Similarity(params.a2t_similarity, "cosine", window=None, against_original=True)
+        importance = GradientRanking()
     return WordSwapSearch(lambda words: [i for i, w in enumerate(words.words) if w.lower() not in stop],
-                          GradientRanking(), candidates, similarity, lazy=True)
+                          importance, candidates, similarity, lazy=True)
 
 
 class A2T(Objective):
@@ -187,15 +207,15 @@ class A2T(Objective):
     @classmethod
     def extra_cost(cls, params: A2TParams, train_words: list[int], epochs: int,
                    eval_examples: int) -> dict[str, float]:
-        """The training attack in model forward passes: per attack epoch, ceil(gamma N) / SUCCESS_RATE examples
-        tried (at most N), each min(budget, FORWARDS_PER_WORD * words + 3) forwards (constants measured on the
-        positive control, above)."""
+        """The training attack in model forward passes: per attack epoch, ceil(gamma N) / success rate sentences
+        tried (at most N), each min(budget, a + b * words) forwards (`ATTACK_COSTS`, measured on the positive
+        control)."""
         if not train_words:
             return {}
+        success, base, per_word = ATTACK_COSTS[params.a2t_attack]
         attacks = sum(params.attack_epoch(e) for e in range(1, epochs + 1))
-        tried = min(len(train_words), params.successes_wanted(len(train_words)) / SUCCESS_RATE)
-        mean_words = float(np.mean(train_words))
-        per_example = min(float(params.a2t_query_budget), FORWARDS_PER_WORD * mean_words + 3)
+        tried = min(len(train_words), params.successes_wanted(len(train_words)) / success)
+        per_example = min(float(params.a2t_query_budget), base + per_word * float(np.mean(train_words)))
         return {"train": attacks * tried * per_example}
 
     def prepare(self, context: TrainingContext) -> None:

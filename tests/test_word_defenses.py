@@ -77,6 +77,9 @@ class _ConstantEncoder:
 
         return np.ones((len(texts), 4), dtype=np.float32) / 2.0
 
+    def threshold_for(self, paper_threshold, metric):
+        return 0.9
+
 
 @pytest.fixture(scope="module")
 def small_lexicon_table(tmp_path_factory, tiny_data):
@@ -197,6 +200,30 @@ def test_a2t_training_examples_pass_the_validity_audit(tiny_backbone, settings, 
         logits = model(**{k: v for k, v in batch.items() if k not in (WEIGHT, "labels")}).logits
         expected = (torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="none") * 2.0).mean()
     assert torch.allclose(loss, expected, atol=1e-6)
+
+
+def test_a2t_with_textfoolers_search_at_textdefenders_budget(tiny_backbone, settings, a2t_resources):
+    import math
+
+    from robench.engine.audit import classify
+    from robench.engine.resources.lexicon import lexicon
+    from robench.engine.words import Words
+    from robench.models.a2t import changed_words
+
+    model, objective = _a2t_objective(tiny_backbone, settings, a2t_attack="textfooler", a2t_adv_fraction=1.0,
+                                      a2t_k=50, a2t_min_cos=-1.0, a2t_max_rate=0.3, a2t_min_words=0,
+                                      a2t_query_budget=1000, a2t_concurrency=16, a2t_audit=False)
+    _fit(model, objective)
+    objective.generate(2)
+    report = objective.epoch_report()["a2t"]
+    assert report["adversarial_examples"] > 0 and report["gradients"] == 0  # deletion ranking: no gradient
+    lex = lexicon(settings)
+    for original, perturbed, _ in report["examples"]:
+        pairs = changed_words((original,), (perturbed,))
+        assert 0 < len(pairs) <= math.ceil(0.3 * len(Words.of((original,)).words))
+        assert all(classify(lex, a, b) == "synonym" for a, b in pairs)
+    with pytest.raises(RobenchError, match="a2t_attack"):
+        resolve_model("a2t").resolve_params({"a2t_attack": "pwws"})
 
 
 def test_a2t_trains_end_to_end_and_records_its_attack(settings, tiny_backbone, a2t_resources):
