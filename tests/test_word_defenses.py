@@ -205,10 +205,11 @@ def test_a2t_training_examples_pass_the_validity_audit(tiny_backbone, settings, 
 def test_a2t_with_textfoolers_search_at_textdefenders_budget(tiny_backbone, settings, a2t_resources):
     import math
 
+    from robench.models.a2t import changed_words
+
     from robench.engine.audit import classify
     from robench.engine.resources.lexicon import lexicon
     from robench.engine.words import Words
-    from robench.models.a2t import changed_words
 
     model, objective = _a2t_objective(tiny_backbone, settings, a2t_attack="textfooler", a2t_adv_fraction=1.0,
                                       a2t_k=50, a2t_min_cos=-1.0, a2t_max_rate=0.3, a2t_min_words=0,
