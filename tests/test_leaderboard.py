@@ -1,6 +1,8 @@
-"""The leaderboard: one row per setting, intervals from the per-example CSVs, older records skipped,
-the paired comparison with a baseline."""
+"""The leaderboard: one row per checkpoint (`leaderboard.{csv,md}`, the page) and one per setting
+(`settings.{csv,md}`), ranked, intervals from the per-example CSVs, older records skipped, the paired comparison
+with a baseline."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,16 +16,22 @@ SEEDS = tuple(range(MIN_SEEDS))  # enough matched seeds for a verdict
 
 
 def test_runs_differing_in_eval_size_or_an_attack_parameter_are_separate_rows(tmp_path):
+    """settings.{csv,md}: one row per setting; leaderboard.csv: the checkpoint's one row, a column group each."""
     runs = tmp_path / "runs"
     for seed in (0, 1):
         fake_run(runs, ["failed"] * 20, seed=seed, eval_size=20)
         fake_run(runs, ["failed"] * 10, seed=seed, eval_size=10)
         fake_run(runs, ["failed"] * 10, seed=seed, eval_size=10, attack_params={"k": 20})
-    table, _, md = write_leaderboard(tmp_path)
+    table, _, _ = write_leaderboard(tmp_path)
+    settings = pd.read_csv(tmp_path / "settings.csv")
     budget = "budget=textdefender"  # the budget setting is always named (robench.engine.budgets)
-    assert list(table["setting"]) == [f"{budget} eval=10", f"{budget} eval=20", f"{budget} textfooler[k=20] eval=10"]
-    assert list(table["seeds"]) == [2, 2, 2] and list(table["examples"]) == [10, 20, 10]
-    assert f"| sst2 | bert | textfooler | minilm | full | {budget} eval=20 | 2 | 20 |" in md.read_text()
+    labels = [f"{budget} eval=10", f"{budget} eval=20", f"{budget} textfooler[k=20] eval=10"]
+    assert list(settings["setting"]) == labels
+    assert list(settings["seeds"]) == [2, 2, 2] and list(settings["examples"]) == [10, 20, 10]
+    text = (tmp_path / "settings.md").read_text()
+    assert f"| sst2 | bert | textfooler | minilm | full | {budget} eval=20 | 2 | 20 |" in text
+    assert len(table) == 1 and table.loc[0, "seeds"] == 2  # one attack with three settings: named by label
+    assert [table.loc[0, f"textfooler {label}.examples"] for label in labels] == [10, 20, 10]
 
 
 def test_all_correct_rows_have_the_wilson_interval_of_their_examples(tmp_path):
@@ -32,21 +40,26 @@ def test_all_correct_rows_have_the_wilson_interval_of_their_examples(tmp_path):
     table, csv_path, md = write_leaderboard(tmp_path)
     row = table.iloc[0]
     low, _ = wilson_interval(30, 30)
-    assert (row["robust_accuracy_ci_low"], row["robust_accuracy_ci_high"]) == (pytest.approx(low), 1.0)
-    assert (row["clean_accuracy_ci_low"], row["clean_accuracy_ci_high"]) == (pytest.approx(low), 1.0)
-    header = csv_path.read_text().splitlines()[0].split(",")
-    assert header[header.index("robust_accuracy_mean"):header.index("robust_accuracy_mean") + 4] == [
-        "robust_accuracy_mean", "robust_accuracy_std", "robust_accuracy_ci_low", "robust_accuracy_ci_high"]
-    assert f"100.0 [{100 * low:.1f}, 100.0]" in md.read_text() and "80.0 ± 0.0" in md.read_text()  # dev: no CSV
+    assert (row["textfooler.robust_accuracy_ci_low"], row["textfooler.robust_accuracy_ci_high"]) == (
+        pytest.approx(low), 1.0)
+    assert (row["textfooler.clean_accuracy_ci_low"], row["textfooler.clean_accuracy_ci_high"]) == (
+        pytest.approx(low), 1.0)
+    for path, prefix in ((csv_path, "textfooler."), (tmp_path / "settings.csv", "")):
+        header = path.read_text().splitlines()[0].split(",")
+        at = header.index(f"{prefix}robust_accuracy_mean")
+        assert header[at:at + 4] == [f"{prefix}robust_accuracy_{k}" for k in ("mean", "std", "ci_low", "ci_high")]
+    for text in (md.read_text(), (tmp_path / "settings.md").read_text()):
+        assert f"100.0 [{100 * low:.1f}, 100.0]" in text and "80.0 ± 0.0" in text  # dev: no per-example CSV
 
 
 def test_the_leaderboard_is_reproducible_byte_for_byte(tmp_path):
     for seed in (0, 1):
         fake_run(tmp_path / "runs", ["failed"] * 7 + ["successful"] * 5 + ["skipped"] * 3, seed=seed)
-    _, csv_path, md = write_leaderboard(tmp_path)
-    first = csv_path.read_bytes(), md.read_bytes()
+    paths = [tmp_path / name for name in ("leaderboard.csv", "leaderboard.md", "settings.csv", "settings.md")]
     write_leaderboard(tmp_path)
-    assert (csv_path.read_bytes(), md.read_bytes()) == first
+    first = [p.read_bytes() for p in paths]
+    write_leaderboard(tmp_path)
+    assert [p.read_bytes() for p in paths] == first
 
 
 def test_older_format_records_are_skipped_and_reported(tmp_path, capsys):
@@ -73,14 +86,19 @@ def test_leaderboard_with_a_baseline(tmp_path, capsys):
         fake_run(runs, ["failed"] * 80 + ["successful"] * 20, model="freelb", seed=seed)
         fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="smart", seed=seed)
     table, _, md = write_leaderboard(tmp_path, baseline="bert")
-    diff = table.set_index("model")["robust_accuracy_diff"]
+    diff = table.set_index("model")["textfooler.robust_accuracy_diff"]
     assert pd.isna(diff["bert"]) and diff["freelb"] == pytest.approx(0.2) and diff["smart"] == 0.0
-    text = md.read_text()
-    assert "robust_accuracy vs bert" in text and "+20.0 [" in text and "p=1 Holm 1 |" in text
-    assert text.count(" *") == 1 and "family of 2 comparisons" in text
+    for text, column in ((md.read_text(), "textfooler vs bert"),
+                         ((tmp_path / "settings.md").read_text(), "robust_accuracy vs bert")):
+        assert f"| {column} |" in text and "+20.0 [" in text and "p=1 Holm 1 |" in text
+        assert text.count(" *") == 1 and "family of 2 comparisons" in text
     rows = table.set_index("model")
-    assert rows.loc["freelb", "robust_accuracy_diff_verdict"] == "more robust than the baseline"
-    assert rows.loc["freelb", "robust_accuracy_diff_p_holm"] >= rows.loc["freelb", "robust_accuracy_diff_p"]
+    assert rows.loc["freelb", "textfooler.robust_accuracy_diff_verdict"] == "more robust than the baseline"
+    assert rows.loc["freelb", "textfooler.robust_accuracy_diff_p_holm"] >= rows.loc["freelb",
+                                                                                   "textfooler.robust_accuracy_diff_p"]
+    settings = pd.read_csv(tmp_path / "settings.csv")
+    assert "robust_accuracy_diff_verdict" in settings.columns  # one verdict column: the duplicate is gone
+    assert not [c for c in [*settings.columns, *table.columns] if c.endswith("robust_accuracy_verdict")]
     assert main(["leaderboard", "--results-dir", str(tmp_path), "--baseline", "bert"]) == 0
 
 
@@ -91,7 +109,7 @@ def test_too_few_seeds_are_marked_and_get_no_verdict(tmp_path):
         fake_run(runs, ["failed"] * 80 + ["successful"] * 20, model="freelb", seed=seed)
     table, _, md = write_leaderboard(tmp_path, baseline="bert")
     assert "(insufficient seeds)" in md.read_text() and " *" not in md.read_text()
-    assert table.set_index("model").loc["freelb", "robust_accuracy_diff_verdict"] == "insufficient seeds"
+    assert table.set_index("model").loc["freelb", "textfooler.robust_accuracy_diff_verdict"] == "insufficient seeds"
 
 
 def test_duplicate_records_of_a_seed_are_resolved_and_reported(tmp_path, capsys):
@@ -116,7 +134,7 @@ def test_duplicate_records_of_a_seed_are_resolved_and_reported(tmp_path, capsys)
     records = load_records(runs)
     assert records.duplicates == ((old.run_id, newer.run_id),)
     table, _, _ = write_leaderboard(tmp_path)
-    assert list(table["seeds"]) == [2] and table["robust_accuracy_mean"].iloc[0] == pytest.approx(0.5)
+    assert list(table["seeds"]) == [2] and table["textfooler.robust_accuracy_mean"].iloc[0] == pytest.approx(0.5)
     assert main(["leaderboard", "--results-dir", str(tmp_path)]) == 0
     assert f"resolved 1 duplicate record(s) of one setting and seed in {runs}" in capsys.readouterr().out
 
@@ -131,12 +149,12 @@ def test_page_shows_intervals_draws_them_and_marks_significant_differences(tmp_p
         fake_run(runs, ["failed"] * 61 + ["successful"] * 39, model="smart", seed=seed)
     table, _, _ = write_leaderboard(tmp_path, baseline="bert")
     html = write_html(tmp_path, tmp_path / "page.html", baseline="bert").read_text()
-    rows = {r.model: r for r in table.itertuples()}
-    for model, row in rows.items():  # each cell and each dot plot's point carry the row's 95% interval
-        interval = f"[{100 * row.robust_accuracy_ci_low:.1f}, {100 * row.robust_accuracy_ci_high:.1f}]"
-        assert f'<span class="v">{100 * row.robust_accuracy_mean:.1f}</span>' in html
+    for _, row in table.iterrows():  # each cell and each dot plot's point carry the row's 95% interval
+        mean, low, high = (100 * row[f"textfooler.robust_accuracy_{k}"] for k in ("mean", "ci_low", "ci_high"))
+        interval = f"[{low:.1f}, {high:.1f}]"
+        assert f'<span class="v">{mean:.1f}</span>' in html
         assert f'<span class="ci">{interval}</span>' in html
-        assert f"{model} / TextFooler: {100 * row.robust_accuracy_mean:.1f}% {interval}</title>" in html
+        assert f"#{row['rank']} {row['model']} / TextFooler: {mean:.1f}% {interval}</title>" in html
     assert html.count('class="whisker"') == 2 * 3 + 3  # scatter: two per point; dot plot: one per row
     assert html.count('class="sig up"') == 1 and 'class="sig down"' not in html  # freelb only; smart is noise
     assert html.count('class="sig same"') == 1 and ">baseline</span>" in html
@@ -200,8 +218,76 @@ def test_markdown_has_one_row_per_checkpoint_with_the_attacks_as_columns(tmp_pat
         fake_run(runs, ["failed"] * 6 + ["successful"] * 4, model="bert", seed=seed, attack="advglue", eval_size=None)
         fake_run(runs, ["failed"] * 2 + ["successful"] * 8, model="bert", seed=seed)
     table, _, md = write_leaderboard(tmp_path)
-    assert table["model_setting_id"].nunique() == 1 and len(table) == 2
-    by_checkpoint = md.read_text().split("## One row per setting")[0]
-    rows = [line for line in by_checkpoint.splitlines() if line.startswith("| sst2 |")]
-    assert len(rows) == 1 and "| advglue |" in by_checkpoint.splitlines()[2]
+    assert table["model_setting_id"].nunique() == 1 and len(table) == 1
+    assert len(pd.read_csv(tmp_path / "settings.csv")) == 2
+    lines = md.read_text().splitlines()
+    rows = [line for line in lines if line.startswith("| sst2 |")]
+    assert len(rows) == 1 and "| advglue | textfooler |" in lines[0]  # AdvGLUE first, as on the page
     assert rows[0].count("[") >= 2  # both attacks' accuracies, each with its interval
+
+
+def test_checkpoints_are_ranked_as_the_page_ranks_them(tmp_path):
+    """Within a task, by worst-case accuracy under attack, highest first; equal values share a rank (ties in
+    order of dev accuracy, then model); the page shows the rows in the CSV's order with the CSV's ranks."""
+    from robench.report.leaderboard_page import write_html
+
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        for model, failed in (("bert", 60), ("freelb", 80), ("smart", 60), ("imbert", 30)):
+            fake_run(runs, ["failed"] * failed + ["successful"] * (100 - failed), model=model, seed=seed)
+    table, _, md = write_leaderboard(tmp_path)
+    assert list(table["model"]) == ["freelb", "bert", "smart", "imbert"] and list(table["rank"]) == [1, 2, 2, 4]
+    assert set(table["rank_by"]) == {"worst_case_accuracy"}
+    assert list(table["rank_accuracy"]) == list(table["worst_case_accuracy_mean"]) == [0.8, 0.6, 0.6, 0.3]
+    assert [line.split(" | ")[1:3] for line in md.read_text().splitlines()[2:6]] == [
+        ["1", "freelb"], ["2", "bert"], ["2", "smart"], ["4", "imbert"]]
+    html = write_html(tmp_path, tmp_path / "page.html").read_text()
+    legend = [html.index(f"#{rank} {model}</li>") for model, rank in zip(table["model"], table["rank"])]
+    assert legend == sorted(legend)
+
+
+def test_without_a_worst_case_checkpoints_are_ranked_by_their_lowest_accuracy_under_attack(tmp_path):
+    runs = tmp_path / "runs"
+    fake_run(runs, ["failed"] * 5 + ["successful"] * 5, model="bert", attack="advglue", eval_size=None)
+    fake_run(runs, ["failed"] * 7 + ["successful"] * 3, model="freelb", attack="advglue", eval_size=None)
+    table, _, _ = write_leaderboard(tmp_path)  # AdvGLUE replays another split: no worst case
+    assert list(table["model"]) == ["freelb", "bert"] and list(table["rank"]) == [1, 2]
+    assert set(table["rank_by"]) == {"lowest_robust_accuracy"}
+    assert list(table["rank_accuracy"]) == list(table["advglue.robust_accuracy_mean"]) == [0.7, 0.5]
+
+
+REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference"
+
+
+def test_one_model_s_real_advglue_and_word_level_records_are_one_row_of_every_output(tmp_path):
+    """bert's reference records (AdvGLUE and three word-level attacks, three seeds): one row in leaderboard.csv,
+    leaderboard.md and the page; its attack settings are prefixed columns holding the per-setting values of
+    settings.csv (one row per setting, as the long table always had)."""
+    from robench.report.leaderboard_page import write_html
+
+    for path in REFERENCE.glob("runs/sst2-bert-*"):
+        if path.suffix in (".json", ".csv"):
+            (tmp_path / "runs").mkdir(exist_ok=True)
+            (tmp_path / "runs" / path.name).write_bytes(path.read_bytes())
+    _, csv_path, md_path = write_leaderboard(tmp_path)
+    html = write_html(tmp_path, tmp_path / "page.html").read_text()
+    table, settings = pd.read_csv(csv_path), pd.read_csv(tmp_path / "settings.csv")
+    assert len(table) == 1 and len(settings) == 4 and settings["model_setting_id"].nunique() == 1
+    assert [line for line in md_path.read_text().splitlines() if line.startswith("| sst2 |")] == [
+        md_path.read_text().splitlines()[2]]
+    assert html.count("<tr>") == 2  # the header, then the checkpoint
+    row = table.iloc[0]
+    assert (row["rank"], row["seeds"], row["model_setting_id"]) == (1, 3, settings["model_setting_id"].iloc[0])
+    for attack in ("advglue", "textfooler", "bert-attack", "gradient-swap"):
+        setting = settings[settings["attack"] == attack].iloc[0]
+        shared = [c for c in settings.columns if f"{attack}.{c}" in table.columns]
+        assert {"robust_accuracy_mean", "robust_accuracy_ci_low", "robust_accuracy_ci_high", "examples", "seeds",
+                "attack_label", "setting_id"} <= set(shared)
+        if attack != "advglue":  # the replay has no clean accuracy or success rate of its own
+            assert {"clean_accuracy_mean", "clean_accuracy_ci_low", "attack_success_rate_mean",
+                    "accuracy_drop_mean"} <= set(shared)
+        for column in shared:
+            assert row[f"{attack}.{column}"] == setting[column] or pd.isna(setting[column]), (attack, column)
+        for column in ("dev_accuracy_mean", "worst_case_accuracy_mean", "worst_case_accuracy_ci_low",
+                       "model_label", "backbone", "train_size"):
+            assert row[column] == setting[column], column

@@ -82,8 +82,10 @@ def test_checkpoint_saved_with_save_pretrained_is_attacked_without_training(caps
     assert not settings.checkpoints_dir.exists()  # nothing was fine-tuned
 
     assert _cli(capsys, "leaderboard", "--results-dir", settings.results_dir)[0] == 0
-    board = (settings.results_dir / "leaderboard.md").read_text()
+    board = (settings.results_dir / "settings.md").read_text()  # one row per setting
     assert f"| sst2 | checkpoint:my-model@{sha[:8]} | advglue | bert | – |" in board
+    board = (settings.results_dir / "leaderboard.md").read_text()  # one row per checkpoint
+    assert f"| sst2 | 1 | checkpoint:my-model@{sha[:8]} | default | bert | – | 1 |" in board
 
 
 def test_different_weights_at_the_same_path_never_share_a_run_id(settings, tiny_backbone, tmp_path):

@@ -15,7 +15,7 @@ def test_reference_leaderboard_regenerates_from_its_records(tmp_path):
     shutil.copytree(REFERENCE / "runs", tmp_path / "runs", ignore=shutil.ignore_patterns("*.html"))  # pages: rebuilt
     _, csv_path, md_path = write_leaderboard(tmp_path)
     html_path = write_html(tmp_path, tmp_path / "leaderboard.html")
-    for path in (csv_path, md_path, Path(html_path)):
+    for path in (csv_path, md_path, tmp_path / "settings.csv", tmp_path / "settings.md", Path(html_path)):
         assert path.read_bytes() == (REFERENCE / path.name).read_bytes(), path.name
     run_pages = sorted((REFERENCE / "runs").glob("*.html"))
     assert [p.name for p in run_pages] == sorted(p.name for p in (tmp_path / "runs").glob("*.html"))
@@ -52,13 +52,21 @@ def _comparable(params: dict) -> dict:
 
 
 def test_one_model_setting_per_checkpoint_across_advglue_and_the_word_level_attacks():
-    """Each model's AdvGLUE rows and word-level rows share its model setting (the checkpoint's identity), so the
-    page has one row per model and the AdvGLUE rows carry the worst case of the same checkpoints."""
+    """Each model's AdvGLUE rows and word-level rows share its model setting (the checkpoint's identity), so
+    leaderboard.csv, leaderboard.md and the page have one row per model, and the AdvGLUE rows of settings.csv
+    carry the worst case of the same checkpoints."""
     import pandas as pd
 
+    settings = pd.read_csv(REFERENCE / "settings.csv")
+    assert settings.groupby("model")["model_setting_id"].nunique().eq(1).all()
+    assert settings.groupby("model")["attack"].nunique().eq(4).all()
+    assert settings["worst_case_accuracy_mean"].notna().all() and settings["worst_case_accuracy_ci_low"].notna().all()
     table = pd.read_csv(REFERENCE / "leaderboard.csv")
-    assert table.groupby("model")["model_setting_id"].nunique().eq(1).all()
-    assert table.groupby("model")["attack"].nunique().eq(4).all()
-    assert table["worst_case_accuracy_mean"].notna().all() and table["worst_case_accuracy_ci_low"].notna().all()
+    assert len(table) == table["model"].nunique() == settings["model"].nunique() == 4
+    assert list(table["rank"]) == sorted(table["rank"]) and table["worst_case_accuracy_ci_low"].notna().all()
+    for attack in ("advglue", "textfooler", "bert-attack", "gradient-swap"):
+        assert table[f"{attack}.robust_accuracy_mean"].notna().all() and table[f"{attack}.seeds"].eq(3).all()
+    rows = [line for line in (REFERENCE / "leaderboard.md").read_text().splitlines() if line.startswith("| sst2 |")]
+    assert len(rows) == 4
     page = (REFERENCE / "leaderboard.html").read_text(encoding="utf-8")
     assert page.count("<tr>") == 1 + table["model"].nunique()  # the header, then one row per checkpoint setting

@@ -112,8 +112,10 @@ def test_leaderboard_mean_and_std_over_seeds(settings, tiny_backbone):
     table, csv_path, md_path = write_leaderboard(settings.results_dir)
     assert len(table) == 1 and table.loc[0, "seeds"] == 2
     frame = [json.loads(p.read_text())["metrics"]["robust_accuracy"] for p in settings.runs_dir.glob("*.json")]
-    assert table.loc[0, "robust_accuracy_mean"] == pytest.approx(sum(frame) / 2)
-    assert "±" in md_path.read_text() and csv_path.read_text().startswith("task,model,attack,backbone,train_size")
+    assert table.loc[0, "advglue.robust_accuracy_mean"] == pytest.approx(sum(frame) / 2)
+    assert "±" in md_path.read_text() and csv_path.read_text().startswith("task,rank,rank_by,rank_accuracy,model")
+    settings_csv = (settings.results_dir / "settings.csv").read_text()  # one row per setting, as before
+    assert settings_csv.startswith("task,model,attack,backbone,train_size") and len(settings_csv.splitlines()) == 2
 
 
 def test_git_commit_names_the_diff_of_a_dirty_tree(tmp_path):

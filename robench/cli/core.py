@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("list", help="list registered models, attacks and tasks with their source")
     p.add_argument("kind", nargs="?", choices=["models", "attacks", "tasks"])
     p.set_defaults(handler=cmd_list)
-    p = sub.add_parser("leaderboard", help="aggregate run records into leaderboard CSV and Markdown")
+    p = sub.add_parser("leaderboard", help="aggregate run records into leaderboard CSV and Markdown (one row per "
+                                          "checkpoint; settings.{csv,md}: one row per setting)")
     p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
     p.add_argument("--with-analysis", action="store_true", help="add `robench analyze` columns (mean ± std)")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained static HTML page (tables, plots)")
@@ -216,7 +217,8 @@ def cmd_leaderboard(args) -> None:
         analyses = analysis_frame(settings.results_dir)
     table, csv_path, md_path = write_leaderboard(settings.results_dir, analyses, baseline=args.baseline)
     print(md_path.read_text())
-    print(f"wrote {csv_path} and {md_path} ({len(table)} rows)")
+    print(f"wrote {csv_path} and {md_path} ({len(table)} checkpoints), and beside them settings.csv and settings.md "
+          "(one row per setting)")
     if note := load_records(settings.runs_dir).note:
         print(note)
     if args.html:

@@ -1,15 +1,44 @@
-"""Aggregate run records into a leaderboard: one row per setting, mean ± std over training seeds, and 95%
+"""Aggregate run records into a leaderboard: one row per checkpoint, mean ± std over training seeds, and 95%
 intervals over seeds and examples.
 
-A setting is the whole spec but the training seed (`robench.report.identity`); rows of one checkpoint (the
-AdvGLUE replay and the word-level attacks of one model) share `model_setting_id`. Clean accuracy, accuracy
-under attack, attack success rate and the worst case get 95% intervals over seeds x examples from the
-per-example CSVs, and with a baseline model each row gets the paired difference in accuracy under attack, its
-Holm-adjusted p-value over the family and the verdict (`robench.report.compare`, docs/statistics.md).
-Records of an older format are skipped, and one record is kept per (setting, seed), the newest (`Records.note`
-says how many, and where).
+Two tables, written by one call (`write_leaderboard`):
 
-Units: every accuracy, drop and rate in the CSV is a fraction in [0, 1] (the Markdown shows them in percent);
+* `leaderboard.{csv,md}`: one row per **checkpoint** (task and `model_setting_id`, the checkpoint's identity,
+  `robench.report.identity`), ranked within its task as the HTML page ranks (`rank_checkpoints`). The AdvGLUE
+  replay and the word-level attacks of one model are columns of one row. The page shows the same table
+  (`robench.report.leaderboard_page`).
+* `settings.{csv,md}`: one row per **setting** (the whole spec but the training seed), for machines: the long
+  table the checkpoint table is pivoted from; rows of one checkpoint share `model_setting_id`.
+
+`leaderboard.csv` columns. Per checkpoint: `task`, `rank` (1 = best; equal values share a rank; empty
+without a value), `rank_by` (`worst_case_accuracy`, or `lowest_robust_accuracy` where some checkpoint of the
+task has no worst case), `rank_accuracy` (the value ranked by), `model`, `model_label` (what its setting
+differs in from the defaults), `backbone`, `train_size`, `seeds` (training seeds over all its runs),
+`dev_accuracy_{mean,std}` (the whole dev split, over those seeds; no interval: records keep no per-example
+dev predictions), `train_seconds_{mean,std}`, `worst_case_accuracy_{mean,std,ci_low,ci_high}` and
+`masking_flags` (`robench.report.worstcase`), `certified_accuracy_*` (defences with a certificate, from its
+first attack setting that records one), `model_setting_id`, with a baseline `baseline`, and with
+`--with-analysis` the analysis columns (`ANALYSIS_METRICS`, mean and std, and `analysis_seeds`). Then, per
+attack setting, columns prefixed with the setting's name and a dot (`setting_names`: the attack's name, e.g.
+`textfooler.robust_accuracy_mean`, or the attack setting's label where one attack has several settings):
+`attack_label`, `seeds`, `examples` (attacked per seed), each per-setting metric of `METRICS` as `_mean`,
+`_std` and, where per-example data give one, the 95% interval `_ci_low`, `_ci_high` (`robust_accuracy`,
+`clean_accuracy` on the attacked examples, `attack_success_rate`, `accuracy_drop`, `dev_minus_robust`,
+`perturbed_word_rate`, the validity rates, `avg_words_per_input`, `avg_queries`), `setting_id`, and with a
+baseline the DIFF columns (paired difference in accuracy under attack from the baseline, its interval, p,
+Holm p, matched seeds, verdict, family size). A prefixed column that no checkpoint has a value in is left out.
+
+`settings.csv` columns: ROW, then every metric's `_mean`, `_std` (and `_ci_low`, `_ci_high`), LABELS, IDS,
+with a baseline `baseline` and DIFF (before `setting_id`), the worst case and masking flags of the row's
+checkpoint, and the analysis columns.
+
+Clean accuracy, accuracy under attack, attack success rate and the worst case get 95% intervals over seeds x
+examples from the per-example CSVs, and with a baseline model each setting gets the paired difference in
+accuracy under attack, its Holm-adjusted p-value over the family and the verdict (`robench.report.compare`,
+docs/statistics.md). Records of an older format are skipped, and one record is kept per (setting, seed), the
+newest (`Records.note` says how many, and where).
+
+Units: every accuracy, drop and rate in both CSVs is a fraction in [0, 1] (the Markdown shows them in percent);
 `avg_words_per_input` counts words, `avg_queries` model queries per attacked example, `train_seconds` seconds.
 """
 from __future__ import annotations
@@ -27,7 +56,7 @@ from robench.report.compare import Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
 from robench.report.stats import ALPHA, INSUFFICIENT, INTERVAL_METRICS, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST
 from robench.report.validity import VALIDITY_METRICS, validity_columns
-from robench.report.worstcase import with_worst_case, write_worst_case
+from robench.report.worstcase import WorstCase, with_worst_case, write_worst_case
 
 KEYS = ["task", "model", "attack", "backbone", "train_size"]
 ROW = KEYS + ["setting", "seeds", "examples"]  # the leading columns of every leaderboard row
@@ -43,6 +72,16 @@ PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop",
            "worst_case_accuracy", *VALIDITY_METRICS, "certified_accuracy",
            "robust_accuracy_diff", "shuffle_flip_rate", "top1_share", "top3_share",
            "blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall", "probe_uuas_best"}
+# per checkpoint (leaderboard.csv), in this order, before the attack settings' prefixed columns
+CHECKPOINT = ["task", "rank", "rank_by", "rank_accuracy", "model", "model_label", "backbone", "train_size", "seeds",
+              "dev_accuracy_mean", "dev_accuracy_std",
+              *(f"worst_case_accuracy_{k}" for k in ("mean", "std", "ci_low", "ci_high")),
+              *(f"certified_accuracy_{k}" for k in ("mean", "std", "ci_low", "ci_high")),
+              "masking_flags", "train_seconds_mean", "train_seconds_std", "model_setting_id", "baseline"]
+OWN = ["dev_accuracy", "train_seconds"]  # metrics of the checkpoint itself: over the seeds of all its runs
+REPLAYS = ("advglue", "transfer")  # attacks that replay fixed examples: their columns come first
+RANK_BY = {"worst_case_accuracy": "worst-case accuracy under attack",
+           "lowest_robust_accuracy": "the lowest accuracy under a single attack"}
 DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",
         "robust_accuracy_diff_p", "robust_accuracy_diff_p_holm", "robust_accuracy_diff_seeds",
         "robust_accuracy_diff_verdict", "robust_accuracy_diff_family"]  # with a baseline: model minus baseline
@@ -191,60 +230,140 @@ def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, 
     table.insert(at, "baseline", baseline)
     for offset, name in enumerate(DIFF, 1):
         table.insert(at + offset, name, [v[offset - 1] for v in values])
-    # the comparison's own verdict (robench.report.compare.Comparison.verdict), which the HTML page marks per cell
-    table.insert(at + len(DIFF) + 1, "robust_accuracy_verdict", [c.verdict if c else None for c in cells])
     return table
 
 
-def leaderboard_table(records: Records, baseline: str | None = None) -> pd.DataFrame:
-    """The leaderboard of `records`: `aggregate`, then intervals, then the comparison with `baseline`."""
+@dataclass(frozen=True)
+class Tables:
+    """The two leaderboards of one set of records (see the module docstring for their columns)."""
+
+    checkpoints: pd.DataFrame  # leaderboard.csv and the HTML page: one row per checkpoint, ranked
+    settings: pd.DataFrame  # settings.csv: one row per setting
+
+
+def leaderboard_tables(records: Records, baseline: str | None = None,
+                       cases: list[WorstCase] | None = None) -> Tables:
+    """The leaderboards of `records`: per setting `aggregate`, then intervals, then the comparison with
+    `baseline`; per checkpoint the pivot of that (`checkpoint_table`), ranked; both with the worst case of
+    `cases` (`robench.report.worstcase.worst_cases`)."""
     frame = frame_of(records.current)
     if frame.empty:
-        return pd.DataFrame(columns=ROW + IDS)
-    settings = group_settings(records.current)
-    table = with_intervals(aggregate(frame), settings, records.runs_dir)
-    return with_baseline(table, settings, records.runs_dir, baseline) if baseline else table
+        return Tables(pd.DataFrame(columns=CHECKPOINT[:2] + ["model", "backbone", "train_size", "model_setting_id"]),
+                      pd.DataFrame(columns=ROW + IDS))
+    groups = group_settings(records.current)
+    settings = with_intervals(aggregate(frame), groups, records.runs_dir)
+    if baseline:
+        settings = with_baseline(settings, groups, records.runs_dir, baseline)
+    checkpoints = rank_checkpoints(with_worst_case(checkpoint_table(frame, settings), cases or []))
+    lead = [c for c in CHECKPOINT if c in checkpoints.columns]
+    checkpoints = checkpoints[lead + [c for c in checkpoints.columns if c not in lead]]
+    return Tables(checkpoints, with_worst_case(settings, cases or []))
 
 
-def markdown(table: pd.DataFrame) -> str:
-    """`leaderboard.md`: the checkpoint table (`checkpoint_markdown`), then one row per setting."""
-    by_checkpoint = checkpoint_markdown(table)
-    head = f"## One row per checkpoint\n\n{by_checkpoint}\n## One row per setting\n\n" if by_checkpoint else ""
-    return head + setting_markdown(table)
+def setting_names(table: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """Each attack setting of `table` (its `attack` and `attack_label` columns) by the name that prefixes its
+    columns in the checkpoint table, in column order (replays first, then by attack and label): the attack's
+    name where it has one setting, else the setting's label (`textfooler[k=20] eval=10`)."""
+    variants = sorted(set(zip(table["attack"], table["attack_label"])), key=lambda v: (v[0] not in REPLAYS, v))
+    attacks = [attack for attack, _ in variants]
+    return {attack if attacks.count(attack) == 1 else
+            label if label.startswith(f"{attack}[") else f"{attack} {label}".strip(): (attack, label)
+            for attack, label in variants}
+
+
+def checkpoint_table(frame: pd.DataFrame, settings: pd.DataFrame) -> pd.DataFrame:
+    """One row per checkpoint (task and `model_setting_id`) of the per-setting `settings` made from the runs
+    `frame`: seeds, dev accuracy and training time over the seeds of all its runs, certified accuracy from its
+    first setting that has one, then each attack setting's columns prefixed with its name (`setting_names`);
+    prefixed columns without any value are left out. Unranked."""
+    keys = ["task", "model_setting_id"]
+    per_seed = frame.drop_duplicates(keys + ["seed"]).reindex(columns=[*frame.columns, *(
+        m for m in OWN if m not in frame.columns)])  # a record without dev accuracy (robench.evaluate) has none
+    table = mean_std(per_seed, keys, OWN, "seeds")
+    names = ["model", "model_label", "backbone", "train_size"] + (["baseline"] if "baseline" in settings else [])
+    table = table.merge(settings.drop_duplicates(keys)[keys + names], on=keys, how="left")
+    if "certified_accuracy_mean" in settings.columns:
+        certified = [c for c in settings.columns if c.startswith("certified_accuracy_")]
+        first = settings.dropna(subset=["certified_accuracy_mean"]).drop_duplicates(keys)
+        table = table.merge(first[keys + certified], on=keys, how="left")
+    metrics = [m for m in METRICS if m not in OWN + ["certified_accuracy", "worst_case_accuracy"]]
+    columns = ["attack_label", "seeds", "examples"] + [f"{m}_{stat}" for m in metrics
+                                                       for stat in ("mean", "std", "ci_low", "ci_high")] + \
+        ["setting_id"] + DIFF
+    parts = []
+    for name, (attack, label) in setting_names(settings).items():
+        rows = settings[(settings["attack"] == attack) & (settings["attack_label"] == label)]
+        if rows.duplicated(keys).any():
+            raise RobenchError(f"two attack settings of one checkpoint share the label {attack} {label!r}; "
+                               "give them different attack parameters or eval sizes")
+        part = rows.set_index(keys)[[c for c in columns if c in rows.columns]].add_prefix(f"{name}.")
+        parts.append(part.dropna(axis=1, how="all"))
+    return table.join(pd.concat(parts, axis=1), on=keys)
+
+
+def rank_checkpoints(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` (one row per checkpoint) sorted by task and rank, with `rank`, `rank_by` and `rank_accuracy`:
+    within a task, by worst-case accuracy under attack where every checkpoint has one, else by the lowest
+    accuracy under a single attack; highest first, ties in order of dev accuracy, model, `model_setting_id`;
+    equal values share a rank, a checkpoint without a value has none and comes last. The page's order."""
+    robust = [c for c in table.columns if c.endswith(".robust_accuracy_mean")]
+    lowest = table[robust].apply(pd.to_numeric).min(axis=1) if robust else pd.Series(float("nan"), table.index)
+    parts = []
+    for _, rows in table.groupby("task", sort=True):
+        worst = "worst_case_accuracy_mean" in rows.columns and rows["worst_case_accuracy_mean"].notna().all()
+        value = pd.to_numeric(rows["worst_case_accuracy_mean"] if worst else lowest[rows.index]).astype(float)
+        order = pd.DataFrame({"missing": value.isna(), "value": -value.fillna(0.0),
+                              "dev": -pd.to_numeric(rows["dev_accuracy_mean"]).fillna(0.0),
+                              "model": rows["model"].astype(str), "key": rows["model_setting_id"].astype(str)})
+        index = order.sort_values(list(order.columns), kind="stable").index
+        known = value.dropna().to_numpy()
+        rank = [pd.NA if pd.isna(v) else 1 + int((known > v + 1e-12).sum()) for v in value[index]]
+        parts.append(rows.loc[index].assign(rank=pd.array(rank, dtype="Int64"),
+                                            rank_by="worst_case_accuracy" if worst else "lowest_robust_accuracy",
+                                            rank_accuracy=value[index]))
+    return pd.concat(parts, ignore_index=True) if parts else table.assign(rank=None, rank_by=None, rank_accuracy=None)
 
 
 def checkpoint_markdown(table: pd.DataFrame) -> str:
-    """One row per task and model setting (the checkpoint's identity, `model_setting_id`), one column per attack
-    setting: the AdvGLUE replay and the word-level attacks of one model are columns of one row. Cells: accuracy
-    under attack with its 95% interval (mean ± std without per-example data); dev accuracy, the worst case and
-    the masking flags of the checkpoint."""
-    if table.empty or not set(LABELS) <= set(table.columns):
-        return ""
-    pairs = zip(table["attack"], table["attack_label"])
-    attacks = sorted({(a, lab if isinstance(lab, str) else "") for a, lab in pairs},
-                     key=lambda v: (v[0] != "advglue", v))  # AdvGLUE first, as on the page
+    """`leaderboard.md`: the checkpoint table (`leaderboard_tables`), one row per checkpoint in rank order, one
+    column per attack setting (accuracy under attack with its 95% interval; mean ± std without per-example data),
+    dev accuracy, the worst case, certified accuracy and masking flags, the analysis metrics, and with a baseline
+    each attack setting's paired difference; then what each setting name stands for."""
+    names = [c.removesuffix(".attack_label") for c in table.columns if c.endswith(".attack_label")]
+    own = [m for m in ("worst_case_accuracy", "certified_accuracy") if f"{m}_mean" in table.columns]
     flags = "masking_flags" in table.columns
-    worst = "worst_case_accuracy_mean" in table.columns
-    names = [v[1] if v[1].startswith(f"{v[0]}[") else " ".join(p for p in v if p) for v in attacks]
-    header = ["task", "model", "setting", "backbone", "train_size", "seeds", "dev_accuracy", *names] + \
-        (["worst_case_accuracy"] if worst else []) + (["masking_flags"] if flags else [])
+    analysis = [m for m in ANALYSIS_METRICS if f"{m}_mean" in table.columns]
+    baseline = markdown_cell(table["baseline"].iloc[0]) if "baseline" in table.columns and len(table) else None
+    header = ["task", "rank", "model", "setting", "backbone", "train_size", "seeds", "dev_accuracy", *names, *own,
+              *(["masking_flags"] if flags else []), *analysis, *(f"{n} vs {baseline}" for n in names if baseline)]
     lines = ["| " + " | ".join(_text(h) for h in header) + " |", "|" + "---|" * len(header)]
-    for _, group in table.groupby(["task", "model_setting_id"], sort=False):
-        first = group.iloc[0]
-        label = first["model_label"] if isinstance(first["model_label"], str) and first["model_label"] else "default"
-        by_attack = {(r["attack"], r["attack_label"] if isinstance(r["attack_label"], str) else ""): r
-                     for _, r in group.iterrows()}
-        cells = [_text(first[k]) for k in ("task", "model")] + [_text(label)]
-        cells += [_text(first[k]) for k in ("backbone", "train_size")] + [_text(int(group["seeds"].max()))]
-        cells.append(_metric_cell(first, "dev_accuracy"))
-        cells += [_metric_cell(by_attack[v], "robust_accuracy") if v in by_attack else "–" for v in attacks]
-        if worst:
-            cells.append(_metric_cell(first, "worst_case_accuracy"))
+    for _, row in table.iterrows():
+        settings = {n: _setting_of(row, n) for n in names}
+        label = row["model_label"] if isinstance(row.get("model_label"), str) and row["model_label"] else "default"
+        cells = [_text(row[k]) for k in ("task", "rank", "model")] + [_text(label)]
+        cells += [_text(row[k]) for k in ("backbone", "train_size", "seeds")] + [_metric_cell(row, "dev_accuracy")]
+        cells += [_metric_cell(settings[n], "robust_accuracy") if pd.notna(settings[n].get("attack_label")) else "–"
+                  for n in names]
+        cells += [_metric_cell(row, m) for m in own]
         if flags:
-            cells.append(_text(first["masking_flags"]) if isinstance(first["masking_flags"], str)
-                         and first["masking_flags"] else "–")
+            cells.append(_text(row["masking_flags"]) if isinstance(row["masking_flags"], str)
+                         and row["masking_flags"] else "–")
+        cells += [_metric_cell(row, m) for m in analysis]
+        cells += [format_difference(settings[n]) for n in names if baseline]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    ranked = table["rank_by"].dropna().unique() if "rank_by" in table.columns else []
+    notes = [f"rank: within its task, by {' or '.join(RANK_BY[r] for r in ranked)}, highest first; equal values "
+             "share a rank"] if len(ranked) else []
+    labels = {n: table[f"{n}.attack_label"].dropna() for n in names}
+    notes += [f"{_text(n)}: {_text(v.iloc[0])}" for n, v in labels.items() if len(v) and v.iloc[0] and v.iloc[0] != n]
+    if baseline:
+        notes.append(_baseline_note(table, [f"{n}.robust_accuracy_diff_family" for n in names]))
+    return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes)
+
+
+def _setting_of(row: pd.Series, name: str) -> dict:
+    """One attack setting's cells of a checkpoint row, under their per-setting names (`robust_accuracy_mean`)."""
+    return {k.removeprefix(f"{name}."): v for k, v in row.items() if k.startswith(f"{name}.")}
 
 
 def _metric_cell(row, metric: str) -> str:
@@ -273,12 +392,16 @@ def setting_markdown(table: pd.DataFrame) -> str:
             cells.append(format_difference(row))
         lines.append("| " + " | ".join(cells) + " |")
     if baseline:
-        family = table["robust_accuracy_diff_family"].dropna()
-        size = int(family.iloc[0]) if len(family) else 0
-        lines.append(f"\np: the paired test (crossed seeds x examples, t on Satterthwaite df); Holm: adjusted over "
-                     f"the family of {size} comparisons; starred: more or less robust (Holm p < {ALPHA:g}, at least "
-                     f"{MIN_SEEDS} matched seeds); fewer seeds: insufficient seeds, no verdict")
+        lines.append("\n" + _baseline_note(table, ["robust_accuracy_diff_family"]))
     return "\n".join(lines) + "\n"
+
+
+def _baseline_note(table: pd.DataFrame, family_columns: list[str]) -> str:
+    family = pd.concat([table[c] for c in family_columns if c in table.columns] or [pd.Series(dtype=float)]).dropna()
+    size = int(family.iloc[0]) if len(family) else 0
+    return (f"p: the paired test (crossed seeds x examples, t on Satterthwaite df); Holm: adjusted over the family "
+            f"of {size} comparisons; starred: more or less robust (Holm p < {ALPHA:g}, at least {MIN_SEEDS} matched "
+            "seeds); fewer seeds: insufficient seeds, no verdict")
 
 
 def _text(value) -> str:
@@ -324,22 +447,25 @@ def format_difference(row) -> str:
 
 
 def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
-    """`table` (from `aggregate`) plus mean and std over seeds of each analysis metric, and `analysis_seeds`,
-    joined on the model setting (an analysis does not depend on the attack)."""
+    """`table` (either leaderboard table) plus mean and std over seeds of each analysis metric, and
+    `analysis_seeds`, joined on the checkpoint (an analysis does not depend on the attack)."""
     extra = mean_std(analyses, ANALYSIS_KEYS, ANALYSIS_METRICS, "analysis_seeds")
     return table.merge(extra, on=ANALYSIS_KEYS, how="left")
 
 
 def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None,
                       baseline: str | None = None) -> tuple[pd.DataFrame, Path, Path]:
-    """Write `<results_dir>/leaderboard.{csv,md}` from `<results_dir>/runs`; return the table and the paths.
-    `analyses`: `robench.analysis.analysis_frame`'s rows, joined as columns (`leaderboard --with-analysis`)."""
+    """Write `<results_dir>/leaderboard.{csv,md}` (one row per checkpoint) and `settings.{csv,md}` (one row per
+    setting) from `<results_dir>/runs`, and `worstcase.{json,md}`; return the checkpoint table and the paths of
+    `leaderboard.csv` and `leaderboard.md`. `analyses`: `robench.analysis.analysis_frame`'s rows, joined to both
+    tables on the checkpoint (`leaderboard --with-analysis`)."""
     records = load_records(results_dir / "runs")
-    table = leaderboard_table(records, baseline)
-    table = with_worst_case(table, write_worst_case(results_dir, records.current))  # over attacks; masking flags
+    tables = leaderboard_tables(records, baseline, write_worst_case(results_dir, records.current))
+    checkpoints, settings = tables.checkpoints, tables.settings
     if analyses is not None:
-        table = with_analysis(table, analyses)
-    csv_path, md_path = results_dir / "leaderboard.csv", results_dir / "leaderboard.md"
-    atomic_write(csv_path, table.to_csv(index=False, float_format="%.6f"))
-    atomic_write(md_path, markdown(table))
-    return table, csv_path, md_path
+        checkpoints, settings = with_analysis(checkpoints, analyses), with_analysis(settings, analyses)
+    for name, table, text in (("settings", settings, setting_markdown(settings)),
+                              ("leaderboard", checkpoints, checkpoint_markdown(checkpoints))):
+        atomic_write(results_dir / f"{name}.csv", table.to_csv(index=False, float_format="%.6f"))
+        atomic_write(results_dir / f"{name}.md", text)
+    return checkpoints, results_dir / "leaderboard.csv", results_dir / "leaderboard.md"

@@ -16,10 +16,10 @@ What a reader sees, per task (a selector switches tasks when there are several):
   that finds no free spot is left out: the legend below the plot names every point), and one dot plot per
   attack with each row's interval.
 
-Every number comes from the leaderboard's own table (`robench.report.leaderboard.leaderboard_table` with
-`robench.report.worstcase.with_worst_case`, the table `leaderboard.csv` is written from); the page only
-arranges it. No network at view time: CSS, script and SVG are inline. No timestamp: the same records give
-the same page byte for byte. The markup lives in Jinja templates (`templates/leaderboard.html.j2` and its
+Every number comes from the leaderboard's checkpoint table (`robench.report.leaderboard.leaderboard_tables`,
+the table `leaderboard.csv` is written from: its rows, rank and columns); the page only arranges it. No network
+at view time: CSS, script and SVG are inline. No timestamp: the same records give the same page byte for byte.
+The markup lives in Jinja templates (`templates/leaderboard.html.j2` and its
 partials); every `{{ value }}` is escaped with `html.escape` unless it is `Markup` built here from escaped
 parts.
 """
@@ -42,15 +42,18 @@ from markupsafe import Markup
 from robench.core.files import atomic_write
 from robench.core.records import RunRecord, record_path
 from robench.report.leaderboard import (
+    RANK_BY,
+    REPLAYS,
     Records,
     format_difference,
     frame_of,
-    leaderboard_table,
+    leaderboard_tables,
     load_records,
+    setting_names,
 )
 from robench.report.run_page import write_run_pages
 from robench.report.validity import COLUMNS as VALIDITY_COLUMNS
-from robench.report.worstcase import with_worst_case, worst_cases
+from robench.report.worstcase import worst_cases
 from robench.runs.spec import TrainConfig, slug
 
 DEFAULT_BASELINE = "bert"  # verdicts are against it when --baseline is not given and the task has it
@@ -58,7 +61,6 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#8
 SHAPES = ["circle", "square", "diamond", "triangle"]  # a second key once the colours run out
 ATTACK_NAMES = {"advglue": "AdvGLUE", "textfooler": "TextFooler", "bert-attack": "BERT-Attack",
                 "gradient-swap": "gradient-swap"}
-REPLAYS = ("advglue", "transfer")  # attacks that replay fixed examples: not word-level searches
 VALIDITY = tuple(VALIDITY_COLUMNS.values())  # the validity audit's classes (robench.engine.audit)
 
 # SVG text: the page sets this font stack for plots; widths are estimated with DejaVu Sans' advance widths
@@ -135,12 +137,12 @@ class BoardRow:
     seeds: list[int]
     clean: tuple[float, float]  # dev accuracy: mean, std over seeds
     train_seconds: float | None
-    attacks: dict[tuple[str, str], dict[str, Any]]  # attack variant -> its leaderboard row
+    attacks: dict[tuple[str, str], dict[str, Any]]  # attack variant -> its columns of the checkpoint row
     worst: dict[str, Any]  # worst-case accuracy: mean, std, ci_low, ci_high, flags
     certified: dict[str, Any] | None
     validity: dict[tuple[str, str], dict[str, float]]  # attack variant -> mean share of each audit class
     runs: dict[tuple[str, str], list[tuple[int, str]]]  # attack variant -> (seed, run id)
-    rank_value: float = float("nan")  # what the rank is by
+    rank_value: float = float("nan")  # what the rank is by (the table's rank_accuracy)
     rank: int | None = None
     color: str = PALETTE[0]
     shape: str = SHAPES[0]
@@ -167,7 +169,7 @@ def write_html(results_dir: Path, path: str | Path, baseline: str | None = None,
                table: pd.DataFrame | None = None) -> Path:
     """Write the page for `<results_dir>/runs` to `path`, and beside it `runs/<run_id>.html`, the page of each
     included run with per-example results (`robench.report.run_page`); links are relative to the pages.
-    `table`: the leaderboard table already computed for `leaderboard.csv` (with this `baseline`), if any."""
+    `table`: the checkpoint table already computed for `leaderboard.csv` (with this `baseline`), if any."""
     runs_dir = Path(results_dir) / "runs"
     records = load_records(runs_dir)
     page = Path(path).resolve()
@@ -177,8 +179,9 @@ def write_html(results_dir: Path, path: str | Path, baseline: str | None = None,
 
 
 def board_table(records: Records, baseline: str | None) -> pd.DataFrame:
-    """The leaderboard table the page shows: the one `leaderboard.csv` is written from, with the worst case."""
-    return with_worst_case(leaderboard_table(records, baseline), worst_cases(records.runs_dir))
+    """The table the page shows: the checkpoint table `leaderboard.csv` is written from, with the worst case."""
+    cases = worst_cases(records.runs_dir, records.current)
+    return leaderboard_tables(records, baseline, cases).checkpoints
 
 
 def page_baseline(records: Records, baseline: str | None) -> str | None:
@@ -193,13 +196,12 @@ def render(records: Records, page_dir: Path, baseline: str | None = None,
     """The leaderboard page; each seed links to its run's page in `run_pages`, else to its JSON record."""
     frame = frame_of(records.current)
     baseline = page_baseline(records, baseline)
-    if table is None or (baseline is not None and "robust_accuracy_diff" not in table.columns):
+    if table is None or (baseline is not None and "baseline" not in table.columns):
         table = board_table(records, baseline)
-    elif "worst_case_accuracy_mean" not in table.columns:
-        table = with_worst_case(table, worst_cases(records.runs_dir))
     by_id = {rec.run_id: rec for rec in records.current}
+    prefix = {variant: name for name, variant in setting_names(frame).items()}  # the checkpoint table's columns
     tasks = sorted(frame["task"].unique())
-    sections = [_section(task, frame[frame["task"] == task], table[table["task"] == task], by_id,
+    sections = [_section(task, frame[frame["task"] == task], table[table["task"] == task], by_id, prefix,
                          records.runs_dir.resolve(), page_dir, baseline, run_pages or {}) for task in tasks]
     return _templates().get_template("leaderboard.html.j2").render(
         records=len(frame), sections=sections, skipped=records.older)
@@ -220,15 +222,15 @@ def _escape(value: Any) -> str:
 
 # ---------------------------------------------------------------- rows
 
-def _section(task: str, runs: pd.DataFrame, agg: pd.DataFrame, records: dict[str, RunRecord], runs_dir: Path,
-             page_dir: Path, baseline: str | None, run_pages: dict[str, Path]) -> Section:
-    variant_of = {r.setting_id: (r.attack, r.attack_label) for r in runs.itertuples()}
-    variants = sorted(set(variant_of.values()), key=lambda v: (v[0] not in REPLAYS, v[0], v[1]))
+def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[str, RunRecord],
+             prefix: dict[tuple[str, str], str], runs_dir: Path, page_dir: Path, baseline: str | None,
+             run_pages: dict[str, Path]) -> Section:
+    variants = sorted(set(zip(runs["attack"], runs["attack_label"])), key=lambda v: (v[0] not in REPLAYS, v))
     names = _attack_names(variants)
-    rows = _rows(runs, agg, records, variants, variant_of)
+    rows = _rows(runs, board, {v: prefix[v] for v in variants})
     if baseline is not None and not any(r.model == baseline for r in rows):
         baseline = None  # this task has no baseline row: no verdicts
-    rank_by = _rank(rows)
+    rank_by = RANK_BY[board["rank_by"].iloc[0]]
     shared = _shared(rows, records, runs)
     _label_rows(rows, records, runs)
     for i, row in enumerate(rows):
@@ -267,26 +269,28 @@ def _attack_names(variants: list[tuple[str, str]]) -> dict[tuple[str, str], str]
             for v in variants}
 
 
-def _rows(runs: pd.DataFrame, agg: pd.DataFrame, records: dict[str, RunRecord], variants, variant_of
-          ) -> list[BoardRow]:
+def _rows(runs: pd.DataFrame, board: pd.DataFrame, prefix: dict[tuple[str, str], str]) -> list[BoardRow]:
+    """One row per checkpoint row of `board` (one task's), in its rank order; `prefix`: each attack variant's
+    column prefix."""
     rows = []
-    for key, mine in runs.groupby("model_setting_id", sort=True):
-        table = agg[agg["model_setting_id"] == key]
-        first = table.iloc[0] if len(table) else {}
-        per_seed = mine.drop_duplicates("seed")
-        attacks = {variant_of[r["setting_id"]]: r.to_dict() for _, r in table.iterrows()}
+    for _, row in board.iterrows():
+        mine = runs[runs["model_setting_id"] == row["model_setting_id"]]
+        attacks = {v: cells for v, name in prefix.items()
+                   if pd.notna((cells := {k.removeprefix(f"{name}."): x for k, x in row.items()
+                                          if k.startswith(f"{name}.")}).get("attack_label"))}
         runs_of = {v: [(int(s), rid) for s, rid in sorted(zip(g["seed"], g["run_id"]))]
                    for v, g in mine.groupby(["attack", "attack_label"])}
-        worst = {k: first.get(f"worst_case_accuracy_{k}") for k in ("mean", "std", "ci_low", "ci_high")}
-        worst["flags"] = first.get("masking_flags") if isinstance(first.get("masking_flags"), str) else ""
-        recs = [records[rid] for rid in mine["run_id"]]
+        worst = {k: row.get(f"worst_case_accuracy_{k}") for k in ("mean", "std", "ci_low", "ci_high")}
+        worst["flags"] = row.get("masking_flags") if isinstance(row.get("masking_flags"), str) else ""
+        certified = {k: row.get(f"certified_accuracy_{k}") for k in ("mean", "std", "ci_low", "ci_high")} \
+            if pd.notna(row.get("certified_accuracy_mean")) else None
         rows.append(BoardRow(
-            model=str(mine["model"].iloc[0]), key=str(key), label="", full=[],
-            seeds=sorted(int(s) for s in per_seed["seed"]),
-            clean=(_num(per_seed["dev_accuracy"].mean()), _num(per_seed["dev_accuracy"].std())),
-            train_seconds=_num(per_seed["train_seconds"].mean()) if "train_seconds" in per_seed else None,
-            attacks=attacks, worst=worst, certified=_certified(table, recs), validity=_validity(attacks),
-            runs=runs_of))
+            model=str(row["model"]), key=str(row["model_setting_id"]), label="", full=[],
+            seeds=sorted(int(s) for s in mine.drop_duplicates("seed")["seed"]),
+            clean=(_num(row["dev_accuracy_mean"]), _num(row["dev_accuracy_std"])),
+            train_seconds=_num(row.get("train_seconds_mean")), attacks=attacks, worst=worst, certified=certified,
+            validity=_validity(attacks), runs=runs_of, rank_value=_num(row["rank_accuracy"]),
+            rank=None if pd.isna(row["rank"]) else int(row["rank"])))
     return rows
 
 
@@ -295,20 +299,6 @@ def _num(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return float("nan")
-
-
-def _certified(table: pd.DataFrame, recs: list[RunRecord]) -> dict[str, Any] | None:
-    """Certified accuracy: the leaderboard's column when it has one, else the records' metric (mean, std over
-    the seeds that report it)."""
-    if "certified_accuracy_mean" in table.columns and table["certified_accuracy_mean"].notna().any():
-        row = table[table["certified_accuracy_mean"].notna()].iloc[0]
-        return {k: row.get(f"certified_accuracy_{k}") for k in ("mean", "std", "ci_low", "ci_high")}
-    values = {rec.spec.get("seed"): rec.metrics.get("certified_accuracy") for rec in recs
-              if isinstance(rec.metrics.get("certified_accuracy"), (int, float))}
-    if not values:
-        return None
-    series = pd.Series(list(values.values()), dtype=float)
-    return {"mean": series.mean(), "std": series.std(), "ci_low": None, "ci_high": None}
 
 
 def _validity(attacks: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], dict[str, float]]:
@@ -322,20 +312,6 @@ def _validity(attacks: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str,
         if shares:
             out[variant] = shares
     return out
-
-
-def _rank(rows: list[BoardRow]) -> str:
-    """Sort `rows` best first and give each its rank (equal values share one); return what the rank is by."""
-    worst = all(pd.notna(r.worst["mean"]) for r in rows)
-    for r in rows:
-        lowest = [a["robust_accuracy_mean"] for v, a in r.attacks.items() if pd.notna(a.get("robust_accuracy_mean"))]
-        r.rank_value = float(r.worst["mean"]) if worst else (min(lowest) if lowest else float("nan"))
-    rows.sort(key=lambda r: (math.isnan(r.rank_value), -r.rank_value if not math.isnan(r.rank_value) else 0,
-                             -r.clean[0] if not math.isnan(r.clean[0]) else 0, r.model, r.key))
-    for r in rows:
-        if not math.isnan(r.rank_value):
-            r.rank = 1 + sum(o.rank_value > r.rank_value + 1e-12 for o in rows if not math.isnan(o.rank_value))
-    return "worst-case accuracy under attack" if worst else "the lowest accuracy under a single attack"
 
 
 # ---------------------------------------------------------------- settings: shared once, differences per row
@@ -470,27 +446,20 @@ def verdict(row: dict[str, Any], baseline: str) -> tuple[str, str, str] | None:
     """(css class, symbol, tooltip) of a cell's comparison with the baseline, or None when it has none.
 
     The comparison is the leaderboard table's (`robench.report.leaderboard.with_baseline`): its verdict column
-    `robust_accuracy_verdict` when the table has one, else the rule of `robench.report.compare.Comparison`
-    (the paired 95% interval of the difference excludes 0)."""
+    `robust_accuracy_diff_verdict` (`robench.report.compare.Comparison.verdict`)."""
     diff = row.get("robust_accuracy_diff")
     if diff is None or pd.isna(diff):
         return None
-    tip = f"{format_difference(row)} points vs {baseline}"
-    said = row.get("robust_accuracy_verdict")
-    if isinstance(said, str) and said:
-        tip += f": {said}"
-        text = said.lower()
-        if "more robust" in text:
-            return "up", "▲", tip
-        if "less robust" in text:
-            return "down", "▼", tip
-        if "not distinguishable" in text:
-            return "same", "≈", tip
-        return "unsure", "?", tip
-    low, high = row["robust_accuracy_diff_ci_low"], row["robust_accuracy_diff_ci_high"]
-    if low <= 0 <= high:
-        return "same", "≈", tip + ": not distinguishable"
-    return ("up", "▲", tip + ": more robust") if diff > 0 else ("down", "▼", tip + ": less robust")
+    said = str(row.get("robust_accuracy_diff_verdict"))
+    tip = f"{format_difference(row)} points vs {baseline}: {said}"
+    text = said.lower()
+    if "more robust" in text:
+        return "up", "▲", tip
+    if "less robust" in text:
+        return "down", "▼", tip
+    if "not distinguishable" in text:
+        return "same", "≈", tip
+    return "unsure", "?", tip
 
 
 def _cells(row: BoardRow, variants, names, baseline: str | None, certified: bool, runs_dir: Path, page_dir: Path,
