@@ -54,4 +54,4 @@ for seed in $SEEDS; do
     robench run --model "$model" $(params "$model") --attack "transfer:$source_run" $(common "$seed")
   done
 done
-robench leaderboard   # leaderboard.{csv,md} with worst_case_accuracy and masking_flags; worstcase.{json,md}
+robench leaderboard   # leaderboard.{csv,md} (per checkpoint) and settings.{csv,md} with worst_case_accuracy and masking_flags; worstcase.{json,md}
