@@ -206,9 +206,11 @@ def test_a_real_run_and_its_analysis_join_on_the_checkpoint(settings, tiny_backb
     record = analyze(tiny_spec(tiny_backbone), settings, "cpu", 8, 2)
     assert record.spec["data_fingerprint"] == record.resources["data"]["train_fingerprint"] == train_data
     assert record.spec["model_params"] == {} and record.spec["train_size"] == run.spec["train_size"]
-    table, _, _ = write_leaderboard(settings.results_dir, analysis_frame(settings.results_dir))
+    table, _, md = write_leaderboard(settings.results_dir, analysis_frame(settings.results_dir))
     assert list(table["analysis_seeds"]) == [1]
     assert table["shuffle_flip_rate_mean"].iloc[0] == pytest.approx(record.metrics["shuffle_flip_rate"])
+    joined = pd.read_csv(settings.results_dir / "settings.csv")  # the per-setting table joins it too
+    assert list(joined["analysis_seeds"]) == [1] and "shuffle_flip_rate" in md.read_text()
 
 
 def test_markdown_has_one_row_per_checkpoint_with_the_attacks_as_columns(tmp_path):
