@@ -355,7 +355,8 @@ def checkpoint_markdown(table: pd.DataFrame) -> str:
     notes = [f"rank: within its task, by {' or '.join(RANK_BY[r] for r in ranked)}, highest first; equal values "
              "share a rank"] if len(ranked) else []
     labels = {n: table[f"{n}.attack_label"].dropna() for n in names}
-    notes += [f"{_text(n)}: {_text(v.iloc[0])}" for n, v in labels.items() if len(v) and v.iloc[0] and v.iloc[0] != n]
+    notes += [f"{_text(n)}: {_text(v.iloc[0])}" for n, v in labels.items()
+              if len(v) and v.iloc[0] and not n.endswith(v.iloc[0])]  # a name that is not its label already
     if baseline:
         notes.append(_baseline_note(table, [f"{n}.robust_accuracy_diff_family" for n in names]))
     return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes)
