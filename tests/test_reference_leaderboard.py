@@ -70,3 +70,29 @@ def test_one_model_setting_per_checkpoint_across_advglue_and_the_word_level_atta
     assert len(rows) == 4
     page = (REFERENCE / "leaderboard.html").read_text(encoding="utf-8")
     assert page.count("<tr>") == 1 + table["model"].nunique()  # the header, then one row per checkpoint setting
+
+
+# leaderboard.csv's header before it had one row per checkpoint (git show ca44fd6~1:results/reference/leaderboard.csv)
+PER_SETTING_HEADER = (
+    "task,model,attack,backbone,train_size,setting,seeds,examples,dev_accuracy_mean,dev_accuracy_std,"
+    "clean_accuracy_mean,clean_accuracy_std,clean_accuracy_ci_low,clean_accuracy_ci_high,robust_accuracy_mean,"
+    "robust_accuracy_std,robust_accuracy_ci_low,robust_accuracy_ci_high,accuracy_drop_mean,accuracy_drop_std,"
+    "dev_minus_robust_mean,dev_minus_robust_std,attack_success_rate_mean,attack_success_rate_std,"
+    "attack_success_rate_ci_low,attack_success_rate_ci_high,perturbed_word_rate_mean,perturbed_word_rate_std,"
+    "avg_words_per_input_mean,avg_words_per_input_std,avg_queries_mean,avg_queries_std,train_seconds_mean,"
+    "train_seconds_std,model_label,attack_label,setting_id,model_setting_id,worst_case_accuracy_mean,"
+    "worst_case_accuracy_std,worst_case_accuracy_ci_low,worst_case_accuracy_ci_high,masking_flags")
+
+
+def test_settings_csv_is_the_per_setting_table_the_leaderboard_had():
+    """settings.csv keeps the long table for machines: the old leaderboard.csv's columns, one row per setting
+    (4 models x 4 attacks), and each row's numbers are its checkpoint's prefixed columns in leaderboard.csv."""
+    import pandas as pd
+
+    lines = (REFERENCE / "settings.csv").read_text().splitlines()
+    assert lines[0] == PER_SETTING_HEADER and len(lines) == 1 + 16
+    settings = pd.read_csv(REFERENCE / "settings.csv")
+    table = pd.read_csv(REFERENCE / "leaderboard.csv").set_index("model_setting_id")
+    for _, row in settings.iterrows():
+        for column in ("robust_accuracy_mean", "robust_accuracy_ci_low", "robust_accuracy_ci_high", "examples"):
+            assert table.loc[row["model_setting_id"], f"{row['attack']}.{column}"] == row[column]
