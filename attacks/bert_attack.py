@@ -87,7 +87,7 @@ from robench.attacks.common import (
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile
 from robench.engine import resources
 from robench.engine.budgets import DEFAULT_BUDGET
 from robench.engine.scheduler import EngineConfig, Request, SearchFactory, attack_examples
@@ -257,8 +257,11 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
     resources.require_masked_lm(settings, params.masked_lm)
 
 
-def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFactory:
-    """The per-example search: one MLM request for the candidate table, then greedy WIR over it."""
+def build_search(params: BertAttackParams, res: BertAttackResources, profile: Profile | None = None
+                 ) -> SearchFactory:
+    """The per-example search: one MLM request for the candidate table, then greedy WIR over it; `profile` hears
+    the time spent filtering candidates."""
+    profile = profile or Profile()
     threshold = encoder_threshold(params, res.encoder)
     if params.window == 0:  # the paper's: the whole text against the original
         similarity = Similarity(threshold, params.similarity_metric, None, against_original=True)
@@ -274,7 +277,8 @@ def build_search(params: BertAttackParams, res: BertAttackResources) -> SearchFa
 
         def candidates(current: Words, original: Words, i: int) -> list[Words]:
             word = original.words[i]
-            return [current.replace(i, w) for w in table[i] if allowed(word, w)]
+            with profile.part("candidates"):
+                return [current.replace(i, w) for w in table[i] if allowed(word, w)]
 
         greedy = WordSwapSearch(indices, Importance(lambda words, i: words.replace(i, params.importance_token)),
                                 candidates, similarity, lazy=params.lazy_similarity,
@@ -288,7 +292,7 @@ def attack_with(ctx: AttackContext, params: BertAttackParams, res: BertAttackRes
     services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size),
                 "mlm": MlmCandidates(res.mlm, params, res.stopwords)}
     config = EngineConfig(params.concurrency, params.query_budget, "bert-attack", params.queries_per_word)
-    return attack_examples(ctx, build_search(params, res), services, config)
+    return attack_examples(ctx, build_search(params, res, ctx.profile), services, config)
 
 
 def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, Any]:

@@ -64,7 +64,7 @@ from robench.attacks import textfooler
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
 from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile
 from robench.data.loading import texts_of
 from robench.engine.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
 from robench.engine.metrics import budget_curve, masking_flags_of_run, textattack_metrics
@@ -156,8 +156,8 @@ class GradientSwapSearch(WordSwapSearch):
 
 
 def build_search(params: GradientSwapParams, res: textfooler.TextFoolerResources,
-                 embedding: Callable[[str], np.ndarray]) -> GradientSwapSearch:
-    base = textfooler.build_search(params, res)
+                 embedding: Callable[[str], np.ndarray], profile: Profile | None = None) -> GradientSwapSearch:
+    base = textfooler.build_search(params, res, profile)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(WordSwapSearch)}  # max_modification_rate too
     return GradientSwapSearch(**fields, embedding=embedding, verify=params.verify)
 
@@ -165,11 +165,15 @@ def build_search(params: GradientSwapParams, res: textfooler.TextFoolerResources
 def attack_with(ctx: AttackContext, params: GradientSwapParams, res: textfooler.TextFoolerResources
                 ) -> list[ExampleResult]:
     victim = GradientVictim(ctx.victim, params.gradient)
-    search = build_search(params, res, WordEmbeddings(ctx.victim))
+    search = build_search(params, res, WordEmbeddings(ctx.victim), ctx.profile)
     services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size)}
     config = EngineConfig(params.concurrency, params.query_budget, f"gradient-swap ({params.gradient})",
                           params.queries_per_word)
-    return attack_examples(dataclasses.replace(ctx, victim=victim), search, services, config)
+    results = attack_examples(dataclasses.replace(ctx, victim=victim), search, services, config)
+    ctx.profile.add("victim gradient", victim.gradient_seconds)  # model cost, timed inside the victim's part
+    ctx.profile.add("victim bookkeeping", -victim.gradient_seconds)
+    ctx.profile.count("victim gradients", victim.gradient_calls)
+    return results
 
 
 def describe(params: GradientSwapParams, res: textfooler.TextFoolerResources) -> dict[str, Any]:

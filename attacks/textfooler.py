@@ -97,7 +97,7 @@ from robench.attacks.common import (
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile, Task
 from robench.engine import resources
 from robench.engine.budgets import DEFAULT_BUDGET, USE_THRESHOLD
 from robench.engine.scheduler import EngineConfig, attack_examples
@@ -167,14 +167,15 @@ def load_resources(params: TextFoolerParams, settings: Settings, device) -> Text
 class _PosCheck:
     """PartOfSpeech: the candidate's tag in the original context must match the word's."""
 
-    def __init__(self, tagger: Any, allow_verb_noun_swap: bool) -> None:
-        self.tagger, self.swap = tagger, allow_verb_noun_swap
+    def __init__(self, tagger: Any, allow_verb_noun_swap: bool, profile: Profile) -> None:
+        self.tagger, self.swap, self.profile = tagger, allow_verb_noun_swap, profile
         self._cache: dict[tuple[tuple[str, ...], int], str] = {}
 
     def tag(self, words: tuple[str, ...], at: int) -> str:
         key = (words, at)
         if key not in self._cache:
-            self._cache[key] = self.tagger.tag(list(words))[at]
+            with self.profile.part("pos tagging"):
+                self._cache[key] = self.tagger.tag(list(words))[at]
         return self._cache[key]
 
     def __call__(self, original: Words, i: int, replacement: str) -> bool:
@@ -184,15 +185,20 @@ class _PosCheck:
         return old == new or (self.swap and {old, new} <= {"NOUN", "VERB"})
 
 
-def build_search(params: TextFoolerParams, res: TextFoolerResources) -> WordSwapSearch:
-    pos_ok = _PosCheck(res.tagger, params.allow_verb_noun_swap)
+def build_search(params: TextFoolerParams, res: TextFoolerResources, profile: Profile | None = None
+                 ) -> WordSwapSearch:
+    """The greedy search with TextFooler's candidates and constraints; `profile` hears the time spent generating
+    candidates and, inside that, POS tagging."""
+    profile = profile or Profile()
+    pos_ok = _PosCheck(res.tagger, params.allow_verb_noun_swap, profile)
 
     def candidates(current: Words, original: Words, i: int) -> list[Words]:
         word, out = current.words[i], []
-        for neighbour, _ in res.synonyms.neighbours(word.lower(), k=params.k, min_cos=params.min_cos):
-            new = recover_case(neighbour, word)
-            if new != word and is_one_word(new) and pos_ok(original, i, new):
-                out.append(current.replace(i, new))
+        with profile.part("candidates"):
+            for neighbour, _ in res.synonyms.neighbours(word.lower(), k=params.k, min_cos=params.min_cos):
+                new = recover_case(neighbour, word)
+                if new != word and is_one_word(new) and pos_ok(original, i, new):
+                    out.append(current.replace(i, new))
         return out
 
     threshold = encoder_threshold(params, res.encoder)
@@ -204,7 +210,7 @@ def build_search(params: TextFoolerParams, res: TextFoolerResources) -> WordSwap
 
 
 def attack_with(ctx: AttackContext, params: TextFoolerParams, res: TextFoolerResources) -> list[ExampleResult]:
-    search = build_search(params, res)
+    search = build_search(params, res, ctx.profile)
     services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size)}
     config = EngineConfig(params.concurrency, params.query_budget, "textfooler", params.queries_per_word)
     return attack_examples(ctx, search, services, config)

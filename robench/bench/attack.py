@@ -1,4 +1,5 @@
-"""`robench bench attack`: robench's `textfooler` vs TextAttack's (`textattack:textfooler`), side by side.
+"""`robench bench attack`: robench's `textfooler` vs TextAttack's (`textattack:textfooler`), side by side, and
+how close each attack runs to the raw forward rate of its victim.
 
 The attacks run in this one process, one after the other, through `robench.run`
 with the same victim checkpoint (fine-tuned once, then reused from the cache), the
@@ -20,11 +21,28 @@ under attack and its difference to robench, attack success rate, average queries
 the victim more, see `attacks/textfooler.py`), wall time of the attack stage and
 robench's speed-up, the process CPU time of each run (steadier than wall time on a
 busy shared machine), and per-example agreement with robench's outcomes and texts.
+
+The limit (issue 30): right after each attack, the same victim runs the very inputs that attack ran through
+the model once more, as one plain pass (`Victim.time_forward`: shortest first, the victim's batch size,
+`inference_mode`, no cache or counting). That is the raw forward rate; the attack's own rate is its victim
+forwards over its attack-stage wall time, and their ratio, the *fraction of the raw rate*, is the share of the
+attack's time that is the victim model itself (100%: nothing but forward passes). A second table, the profile,
+splits robench's attack time (`robench.core.types.Profile`, timed by the engine and the recipe): victim
+forward, masked LM (BERT-Attack's candidates) and input gradients (gradient-swap), the two further model costs,
+reported apart; sentence encoder, POS tagging, candidate generation, the search's own bookkeeping, the victim's
+cache and counters, the engine loop, and what lies outside the engine (resources, metrics, the audit). For a
+TextAttack column only the victim forward is known; the rest is TextAttack's own code.
+
+`--attack bert-attack` or `--attack gradient-swap` benches that robench recipe alone (TextAttack has no
+equivalent run through the same candidates) with the same fraction and profile. Each table's title names the
+machine's load average when the bench ended (`os.getloadavg`): on a shared machine, read ratios, not times.
 """
 from __future__ import annotations
 
 import csv
 import io
+import os
+import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +57,14 @@ from robench.core.paths import Settings
 USE_THRESHOLD = 0.840845057  # TextFooler's USE threshold (angular), as in TextAttack's recipe
 ROBENCH, TEXTATTACK = "textfooler", "textattack:textfooler"
 STOCK = "textattack:textfooler (stock wrapper)"  # TextAttack as shipped: HuggingFaceModelWrapper, max-length padding
+RECIPES = ("textfooler", "bert-attack", "gradient-swap")  # robench recipes the bench profiles
+# The profile's rows: (label, parts of robench.core.types.Profile summed into it); model costs first.
+PROFILE_ROWS = (("victim forward", ("victim forward",)), ("masked LM (candidates)", ("mlm",)),
+                ("victim input gradients", ("victim gradient",)), ("sentence encoder", ("embed",)),
+                ("POS tagging", ("pos tagging",)), ("candidate generation", ("candidates",)),
+                ("search bookkeeping", ("search",)), ("victim cache, counters, budgets", ("victim bookkeeping",)),
+                ("engine loop, progress, results", ("engine",)))
+MODEL_PARTS = ("victim forward", "mlm", "victim gradient")
 
 
 @dataclass
@@ -48,10 +74,30 @@ class Side:
     record: Any  # robench.runs.store.RunRecord
     rows: dict[int, dict[str, str]]
     cpu_seconds: float  # process CPU time of the whole run() call (robust to a busy shared machine)
+    raw_seconds: float | None = None  # the same victim inputs again as one plain sorted pass; None: none to time
 
     @property
     def seconds(self) -> float:
         return float(self.record.timings["attack_seconds"])
+
+    @property
+    def forwards(self) -> int:
+        """Inputs run through the victim model (cache misses), the texts the raw pass times again."""
+        return int(self.record.timings["victim_queries"])
+
+    @property
+    def fraction(self) -> float | None:
+        """The attack's forward rate over the raw rate: forwards / attack seconds over forwards / raw seconds."""
+        return None if not self.raw_seconds or not self.forwards else self.raw_seconds / self.seconds
+
+    def part(self, names: tuple[str, ...]) -> float | None:
+        """Seconds of these profile parts; None for a run without a profile (TextAttack's)."""
+        profile = self.record.timings.get("profile")
+        if not profile:
+            return self.record.timings.get("victim_forward_seconds") if names == ("victim forward",) else None
+        if not any(n in profile["seconds"] for n in names):
+            return None  # a part this attack has not got (no MLM, no gradients)
+        return sum(profile["seconds"].get(n, 0.0) for n in names)
 
 
 @dataclass(frozen=True)
@@ -68,7 +114,8 @@ class AttackBenchOptions:
     train_size: int = 2000
     epochs: int = 2
     seed: int = 0
-    synonym_source: str = "counterfitted-glove"  # or neighbors
+    attack: str = ROBENCH  # the robench recipe: textfooler (beside TextAttack's), bert-attack or gradient-swap
+    synonym_source: str = "lexicon"  # robench.engine.resources.DEFAULT_SOURCE; or counterfitted-glove, neighbors
     sentence_encoder: str = "minilm"  # minilm (calibrated thresholds) or use-m3
     query_budget: int | None = None  # per example, both attacks
     stock: bool = True  # also run TextAttack with its stock HuggingFaceModelWrapper (the slowest)
@@ -78,11 +125,14 @@ class AttackBenchOptions:
     def __post_init__(self) -> None:
         if self.examples <= 0:
             raise RobenchError("--examples must be positive")
+        if self.attack not in RECIPES:
+            raise RobenchError(f"--attack must be one of {', '.join(RECIPES)}, got {self.attack!r}")
 
 
 def specs(options: AttackBenchOptions, data_source: str, settings: Settings | None = None) -> dict[str, Any]:
     """RunSpecs by column label: identical but for the attack, robench-only speed knobs and TextAttack's wrapper.
-    The task is any `--task` form (`robench.runs.options.task_spec`; a file task needs `settings`)."""
+    The task is any `--task` form (`robench.runs.options.task_spec`; a file task needs `settings`). With
+    `--attack bert-attack` or `gradient-swap`, that recipe alone (its own budget, the shared encoder)."""
     from robench.runs.options import task_spec
     from robench.runs.spec import RunSpec, TrainConfig
 
@@ -95,6 +145,12 @@ def specs(options: AttackBenchOptions, data_source: str, settings: Settings | No
     base = dict(model=options.model, backbone=options.backbone, seed=options.seed, train_size=options.train_size,
                 eval_size=options.examples, data_source=data_source, train=TrainConfig(epochs=options.epochs))
     base.update(task)  # a file task: its name, definition and the local data source
+    if options.attack == "bert-attack":
+        params = {"sentence_encoder": options.sentence_encoder, "query_budget": options.query_budget}
+        return {options.attack: RunSpec(attack=options.attack, attack_params={**params, **options.robench_params},
+                                        **base)}
+    if options.attack == "gradient-swap":
+        return {options.attack: RunSpec(attack=options.attack, attack_params={**shared, **robench_only}, **base)}
     out = {ROBENCH: RunSpec(attack=ROBENCH, attack_params={**shared, **robench_only}, **base),
            TEXTATTACK: RunSpec(attack=TEXTATTACK, attack_params=shared, **base)}
     if options.stock:
@@ -107,25 +163,45 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def warm_up(spec, settings, device: str, console: Console | None) -> None:
-    """One-off setup outside the timed region: checkpoint, candidate table, textattack import."""
+    """One-off setup outside the timed region: the checkpoint, the recipe's resources through its own loader
+    (candidate table, encoder, tagger, MLM: each loader caches per process), the audit's lexicon and the
+    textattack import."""
+    from robench.attacks import bert_attack, textfooler
     from robench.attacks.textattack.compat import load_textattack
-    from robench.engine.resources import synonym_table
+    from robench.core.device import pick_device
+    from robench.engine.resources.lexicon import lexicon
+    from robench.runs.resolve import resolve_run
     from robench.runs.runner import train
 
     train(spec, settings, device, console)
-    synonym_table(settings, spec.attack_params["synonym_source"], console=console)
-    load_textattack(settings)
+    params = resolve_run(spec, settings).attack_params
+    (bert_attack if spec.attack == "bert-attack" else textfooler).load_resources(params, settings,
+                                                                                 pick_device(device))
+    lexicon(settings)
+    if spec.attack == ROBENCH:
+        load_textattack(settings)
 
 
 def attack(spec, settings, device: str, console: Console | None) -> Side:
-    from robench.runs.runner import run
+    """Run `spec` (forced: a fresh attack), then time the raw pass over the inputs its victim evaluated."""
+    from robench.core.device import pick_device
+    from robench.core.locks import file_lock
+    from robench.runs.resolve import resolve_run
+    from robench.runs.runner import attack as run_attack
+    from robench.runs.runner import prepare_model
     from robench.runs.store import RunStore
 
-    cpu = time.process_time()
-    record = run(spec, settings, device=device, console=console, force=True)
-    cpu = time.process_time() - cpu
-    text = RunStore(settings.runs_dir, record.run_id).csv_path.read_text(encoding="utf-8")
-    return Side(record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))}, cpu)
+    resolved = resolve_run(spec, settings)
+    store = RunStore(settings.runs_dir, resolved.spec.run_id)
+    with file_lock(store.lock_path, f"waiting for another process running {resolved.spec.run_id}"):
+        model = prepare_model(resolved, pick_device(device), console)
+        cpu = time.process_time()
+        record = run_attack(resolved, model, store, device, console, force=True)
+        cpu = time.process_time() - cpu
+    text = store.csv_path.read_text(encoding="utf-8")
+    inputs = getattr(model.victim, "evaluated_inputs", [])
+    raw = model.victim.time_forward(inputs) if inputs else None
+    return Side(record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))}, cpu, raw)
 
 
 def compare(sides: list[Side]) -> list[list[str]]:
@@ -155,8 +231,46 @@ def compare(sides: list[Side]) -> list[list[str]]:
         ["  robench speed-up, CPU"] + [f"{s.cpu_seconds / ours.cpu_seconds:.2f}x" for s in sides],
         ["same outcome as robench"] + [agree(s, "status") for s in sides],
         ["same adversarial text as robench"] + [agree(s, "perturbed_text") for s in sides],
+        ["victim forwards (inputs run through the model)"] + [str(s.forwards) for s in sides],
+        ["attack forwards per second"] + [f"{s.forwards / s.seconds:.1f}" if s.seconds else "-" for s in sides],
+        ["raw forward rate, same inputs (per second)"] + [
+            "-" if not s.raw_seconds else f"{s.forwards / s.raw_seconds:.1f}" for s in sides],
+        ["  fraction of the raw rate (target: 85%)"] + [pct(s.fraction) for s in sides],
     ]
     return rows
+
+
+def profile_rows(sides: list[Side]) -> list[list[str]]:
+    """The time split of each side's attack stage: seconds and share, one row per part (parts nobody spent
+    time in are left out), then the model share and the total."""
+    def cell(seconds: float | None, total: float) -> str:
+        return "-" if seconds is None else f"{seconds:.2f} s ({100 * seconds / max(total, 1e-9):.1f}%)"
+
+    rows = []
+    for label, names in PROFILE_ROWS:
+        values = [s.part(names) for s in sides]
+        if all(v is None for v in values):
+            continue
+        rows.append([label] + [cell(v, s.seconds) for v, s in zip(values, sides)])
+    inside = [s.part(("attack",)) for s in sides]  # the engine loop; None: TextAttack, only its forward timed
+    inside = [v if v is not None else s.part(("victim forward",)) or 0.0 for v, s in zip(inside, sides)]
+    rows.append(["outside the engine (TextAttack: all but the forward)"] + [
+        cell(s.seconds - v, s.seconds) for v, s in zip(inside, sides)])
+    model = [s.part(MODEL_PARTS) if s.part(("attack",)) is not None else s.part(("victim forward",))
+             for s in sides]
+    rows.append(["  model share (victim forward + masked LM + gradients)"] + [
+        cell(v, s.seconds) for v, s in zip(model, sides)])
+    rows.append(["attack stage wall time"] + [f"{s.seconds:.2f} s" for s in sides])
+    return rows
+
+
+def machine() -> str:
+    """The machine and its load average now (1, 5, 15 minutes), for the tables' titles."""
+    import torch
+
+    load = "/".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
+            f"load average {load}")
 
 
 def write(rows: list[list[str]], header: list[str], title: str, target: Path) -> tuple[Path, Path]:
@@ -175,25 +289,39 @@ def write(rows: list[list[str]], header: list[str], title: str, target: Path) ->
 
 
 def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Console | None) -> list[list[str]]:
-    """Run the attacks one after the other; print the comparison, write it as CSV and Markdown; return its rows."""
+    """Run the attacks one after the other; print the comparison and the profile, write them as CSV and Markdown;
+    return the comparison's rows."""
     from robench.core.device import pick_device
 
     device = str(pick_device(options.device))
     runs = specs(options, "local" if settings.data_dir is not None else "hub", settings)
-    task = runs[ROBENCH].task
-    warm_up(runs[ROBENCH], settings, device, console)
+    first = next(iter(runs.values()))
+    task = first.task
+    warm_up(first, settings, device, console)
     sides = [attack(spec, settings, device, console) for spec in runs.values()]
-    title = (f"TextFooler on {task}: robench vs TextAttack 0.3.11 ({options.model}/{options.backbone}, "
-             f"train {options.train_size}×{options.epochs} ep, {options.examples} examples, seed {options.seed}, "
-             f"{device}, synonyms {options.synonym_source}, encoder {options.sentence_encoder})")
-    header, rows = ["metric", *runs], compare(sides)
+    name = "TextFooler" if options.attack == ROBENCH else options.attack
+    versus = ": robench vs TextAttack 0.3.11" if len(runs) > 1 else " (robench)"
+    setup = (f"({options.model}/{options.backbone}, train {options.train_size}×{options.epochs} ep, "
+             f"{options.examples} examples, seed {options.seed}, {device}, synonyms {options.synonym_source}, "
+             f"encoder {options.sentence_encoder}; {machine()})")
+    title = f"{name} on {task}{versus} {setup}"
+    header = ["metric", *runs]
+    rows, split = compare(sides), profile_rows(sides)
+    target = settings.results_dir / "bench" / (f"attack-{task}-{options.examples}" if options.attack == ROBENCH
+                                               else f"attack-{options.attack}-{task}-{options.examples}")
+    wide = Console(width=max(Console().width, 132))
+    wide.print(_table(title, header, rows))
+    wide.print(_table(f"Profile: where the attack stage's time goes {setup}", ["part", *runs], split))
+    csv_path, md_path = write(rows, header, title, target)
+    write(split, ["part", *runs], f"Profile of {name} on {task} {setup}", target.with_name(target.name + "-profile"))
+    print(f"wrote {csv_path} and {md_path} (and the profile beside them); run records in {settings.runs_dir}")
+    return rows
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
     table = Table(title=title)
     for col in header:
-        table.add_column(col, justify="left" if col == "metric" else "right")
+        table.add_column(col, justify="left" if col in ("metric", "part") else "right")
     for row in rows:
         table.add_row(*row)
-    Console(width=max(Console().width, 132)).print(table)
-    csv_path, md_path = write(rows, header, title,
-                              settings.results_dir / "bench" / f"attack-{task}-{options.examples}")
-    print(f"wrote {csv_path} and {md_path}; run records in {settings.runs_dir}")
-    return rows
+    return table

@@ -126,9 +126,14 @@ def cmd_analysis(args) -> None:
 # ---------------------------------------------------------------- attack
 
 def _add_attack(sub) -> None:
-    p = sub.add_parser("attack", help="robench's textfooler vs TextAttack's, side by side",
+    p = sub.add_parser("attack", help="robench's textfooler vs TextAttack's, side by side; the fraction of the raw "
+                                      "forward rate and where the time goes",
                        description="`robench bench attack`: robench's `textfooler` vs TextAttack's "
-                                   "(`textattack:textfooler`), side by side.")
+                                   "(`textattack:textfooler`), side by side, each attack's forward rate as a "
+                                   "fraction of the raw forward rate on the same inputs, and the profile of its "
+                                   "time.")
+    p.add_argument("--attack", help="robench recipe: textfooler (default, beside TextAttack's), bert-attack or "
+                                    "gradient-swap (alone)")
     p.add_argument("--examples", type=int, help="eval examples attacked (default: 200)")
     add_task_args(p)
     p.add_argument("--model")
@@ -136,7 +141,7 @@ def _add_attack(sub) -> None:
     p.add_argument("--train-size", type=int)
     p.add_argument("--epochs", type=int)
     p.add_argument("--seed", type=int)
-    p.add_argument("--synonym-source", help="counterfitted-glove or neighbors")
+    p.add_argument("--synonym-source", help="lexicon (default), counterfitted-glove or neighbors")
     p.add_argument("--sentence-encoder", help="minilm (calibrated thresholds) or use-m3")
     p.add_argument("--query-budget", type=int, help="per example, both attacks (default: none)")
     p.add_argument("--no-stock", dest="stock", action="store_false", default=None,

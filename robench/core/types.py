@@ -12,9 +12,11 @@ Attack conventions follow TextAttack so numbers are comparable:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Protocol
 
 import torch
 from torch import nn
@@ -170,6 +172,50 @@ class Defense:
 
 
 @dataclass
+class Profile:
+    """Where an attack's wall time went: exclusive seconds per named part, and counts beside them.
+
+    `part(name)` times a block; a part entered inside another pauses the outer one, so the seconds of nested
+    parts add up to the wall time of the outermost (no part is counted twice). Never wrap a block that yields
+    (a generator suspended inside a part would leave it running). The engine times its own parts ("search",
+    "victim", each service); recipes add theirs ("candidates", "pos tagging") inside the search. Timer calls
+    cost about a microsecond each.
+    """
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, float] = field(default_factory=dict)
+    _stack: list[str] = field(default_factory=list, repr=False)
+    _since: float = field(default=0.0, repr=False)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def count(self, name: str, n: float) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
+
+    @contextlib.contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        self._switch(name)
+        try:
+            yield
+        finally:
+            self._switch(None)
+
+    def _switch(self, entering: str | None) -> None:
+        now = time.perf_counter()
+        if self._stack:
+            self.add(self._stack[-1], now - self._since)
+        if entering is None:
+            self._stack.pop()
+        else:
+            self._stack.append(entering)
+        self._since = now
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        return {"seconds": dict(self.seconds), "counts": dict(self.counts)}
+
+
+@dataclass
 class AttackContext:
     """What a recipe gets: the victim, the data to attack, and where to persist progress."""
 
@@ -182,6 +228,7 @@ class AttackContext:
     done: dict[int, ExampleResult]  # results of an interrupted earlier attempt, by index
     record: Callable[[ExampleResult], None]  # persist one finished example at once
     console: Console | None = None
+    profile: Profile = field(default_factory=Profile)  # where the attack's time went (run record timings)
 
 
 @dataclass

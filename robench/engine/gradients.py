@@ -20,6 +20,7 @@ text (one forward, one backward), within the example's budget.
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Literal, Sequence
 
@@ -134,6 +135,7 @@ class GradientVictim:
     def __init__(self, victim: Victim, mode: GradientMode = "unrolled") -> None:
         self.inner, self.mode = victim, mode
         self.gradient_calls = 0  # texts whose gradient was computed
+        self.gradient_seconds = 0.0  # wall time computing them (forward and backward)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -154,7 +156,9 @@ class GradientVictim:
         probs = iter(self.inner.predict_many([(t, None) for t in texts]))
         grads_needed = [x for items in ok for x in items if isinstance(x, GradQuery)]
         self.gradient_calls += len(grads_needed)
+        began = time.perf_counter()
         grads = iter(word_gradients(self.inner, grads_needed, self.mode))
+        self.gradient_seconds += time.perf_counter() - began
         out: list[Any] = []
         for items in admitted:
             if isinstance(items, QueryBudgetExceeded):

@@ -24,12 +24,20 @@ not an example's result: it stops the attack, and the run with it.
 Finished examples are persisted at once with `ctx.record`, and examples already
 in `ctx.done` are not attacked again, so an interrupted run resumes.
 
+Where the time goes is kept in `ctx.profile` (exclusive seconds): "search" (the
+recipes' own code between requests), "victim forward" (the model, from the victim's
+`forward_seconds`), "victim bookkeeping" (its cache, counters and budgets), one part
+per service ("embed", "mlm", ...), whatever the recipe times inside its search
+("candidates", "pos tagging"), and "engine" (this loop and persisting results);
+"attack" is the loop's whole wall time, the sum of them all.
+
 The engine knows nothing of words or constraints: the word view of a text is
 `robench.engine.words`, and the greedy word-substitution search the recipes share is
 `robench.engine.search`.
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Mapping, Sequence
@@ -95,6 +103,25 @@ class _Job:
 def attack_examples(ctx: AttackContext, search: SearchFactory, services: Mapping[str, Service],
                     config: EngineConfig) -> list[ExampleResult]:
     """Attack every example of `ctx.eval_data` not in `ctx.done`; return the new results by index."""
+    before = _victim_counters(ctx.victim)
+    began = time.perf_counter()
+    with ctx.profile.part("engine"):
+        results = _attack_all(ctx, search, services, config)
+    ctx.profile.add("attack", time.perf_counter() - began)
+    forwards, seconds = (after - b for after, b in zip(_victim_counters(ctx.victim), before))
+    ctx.profile.add("victim forward", seconds)
+    ctx.profile.add("victim bookkeeping", -seconds)  # the forward ran inside the victim's part
+    ctx.profile.count("victim forwards", forwards)
+    return results
+
+
+def _victim_counters(victim: Any) -> tuple[int, float]:
+    """(inputs run through the model, seconds in its forward): victims without these counters report zero."""
+    return getattr(victim, "model_evaluations", 0), getattr(victim, "forward_seconds", 0.0)
+
+
+def _attack_all(ctx: AttackContext, search: SearchFactory, services: Mapping[str, Service],
+                config: EngineConfig) -> list[ExampleResult]:
     texts, labels = texts_of(ctx.eval_data, ctx.task), [int(y) for y in ctx.eval_data["label"]]
     todo = iter([i for i in range(len(texts)) if i not in ctx.done])
     active: list[_Job] = []
@@ -113,7 +140,8 @@ def attack_examples(ctx: AttackContext, search: SearchFactory, services: Mapping
             while len(active) < config.concurrency and (i := next(todo, None)) is not None:
                 job = _Job(i, texts[i], labels[i], QueryCounter(config.budget_for(texts[i])),
                            _attack_one(texts[i], labels[i], search))
-                _advance(job, None)
+                with ctx.profile.part("search"):
+                    _advance(job, None)
                 if job.result:
                     finish(job)
                 else:
@@ -124,8 +152,11 @@ def attack_examples(ctx: AttackContext, search: SearchFactory, services: Mapping
             for job in active:
                 by_kind[job.pending.kind].append(job)
             for kind, jobs in by_kind.items():
-                for job, reply in zip(jobs, _serve(ctx, services, kind, jobs)):
-                    _advance(job, reply)
+                with ctx.profile.part("victim bookkeeping" if kind == "predict" else kind):
+                    replies = _serve(ctx, services, kind, jobs)
+                with ctx.profile.part("search"):
+                    for job, reply in zip(jobs, replies):
+                        _advance(job, reply)
             for job in [j for j in active if j.result]:
                 finish(job)
             active = [j for j in active if not j.result]

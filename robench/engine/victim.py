@@ -7,7 +7,10 @@ are enforced in one place, at the victim boundary (as OpenAttack does).
 * Uncached inputs are sorted by length and batched with dynamic padding (to the
   longest input of each batch, never to the model's maximum length).
 * Predictions are cached by text: asking twice costs one forward pass.
-  `Victim.model_evaluations` counts the inputs actually run through the model.
+  `Victim.model_evaluations` counts the inputs actually run through the model,
+  `forward_seconds` the time spent running them (tokenising included), and
+  `evaluated_inputs` lists them, so a bench can time the same inputs again as one
+  plain sorted pass (`time_forward`, the raw rate an attack is compared with).
 * Each attacked example carries a `QueryCounter`. Every text it asks about is
   one query, cached or not (TextAttack's count, `QueryCounter.queries`). A
   request that would take the counter past its budget raises
@@ -16,8 +19,9 @@ are enforced in one place, at the victim boundary (as OpenAttack does).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -70,6 +74,7 @@ class BaseVictim:
         self.label_order = list(label_order) if label_order is not None else None  # task label -> model output
         self.model_evaluations = 0  # inputs run through the model (cache misses); not per-example queries
         self.forward_calls = 0  # batches sent through the model
+        self.forward_seconds = 0.0  # wall time inside `_forward` (tokenising, the model, softmax)
         self._cache: dict[Text, np.ndarray] = {}
 
     @property
@@ -78,7 +83,12 @@ class BaseVictim:
 
     def reset(self) -> None:
         """Forget cached predictions and zero the counters."""
-        self.model_evaluations, self.forward_calls, self._cache = 0, 0, {}
+        self.model_evaluations, self.forward_calls, self.forward_seconds, self._cache = 0, 0, 0.0, {}
+
+    @property
+    def evaluated_inputs(self) -> list[Text]:
+        """Every input run through the model since the last reset, in the order it was first evaluated."""
+        return list(self._cache)
 
     def predict_proba(self, inputs: Sequence[Text], counter: QueryCounter | None = None) -> np.ndarray:
         """Class probabilities, shape (len(inputs), num_labels), in input order.
@@ -119,23 +129,42 @@ class BaseVictim:
         if not todo:
             return
         self.model_evaluations += len(todo)
-        todo.sort(key=lambda x: sum(len(s) for s in x))
+        for chunk, probs in self._batches(todo):
+            for text, row in zip(chunk, probs):
+                self._cache[text] = row
+
+    def time_forward(self, inputs: Sequence[Text]) -> float:
+        """Seconds to run `inputs` through the model exactly as `_fill` runs uncached inputs (shortest first, in
+        batches of `batch_size`), with no cache, no counter and no query charged: the raw forward rate of these
+        inputs is len(inputs) / this."""
+        saved = self.forward_calls, self.forward_seconds
+        start = time.perf_counter()
+        for _ in self._batches(list(inputs)):
+            pass
+        self.forward_calls, self.forward_seconds = saved
+        return time.perf_counter() - start
+
+    def _batches(self, todo: list[Text]) -> Iterator[tuple[list[Text], np.ndarray]]:
+        """(batch, probabilities in the task's label order) for `todo` sorted by length, `batch_size` at a time."""
+        todo = sorted(todo, key=lambda x: sum(len(s) for s in x))
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start:start + self.batch_size]
             self.forward_calls += 1
+            began = time.perf_counter()
             try:
                 probs = self._forward(chunk)
             except ModelFailure:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure of the model is the run's failure
                 raise ModelFailure(f"the model raised {type(exc).__name__}: {excerpt(exc, 200, quote=False)}") from exc
+            finally:
+                self.forward_seconds += time.perf_counter() - began
             if not np.isfinite(probs).all():
                 raise ModelFailure(f"the model returned non-finite probabilities (NaN or inf) for "
                                    f"{int((~np.isfinite(probs).all(axis=1)).sum())} of {len(chunk)} inputs")
             if self.label_order is not None:
                 probs = probs[:, self.label_order]
-            for text, row in zip(chunk, probs):
-                self._cache[text] = row
+            yield chunk, probs
 
     def _lookup(self, texts: list[Text]) -> np.ndarray:
         if not texts:

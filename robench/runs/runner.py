@@ -120,8 +120,15 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
 
 def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console | None, force: bool,
          on_estimate: OnEstimate | None) -> RunRecord:
-    spec, settings = resolved.spec, resolved.settings
     torch_device = pick_device(device)
+    model = prepare_model(resolved, torch_device, console, on_estimate)
+    return attack(resolved, model, store, str(torch_device), console, force)
+
+
+def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None = None,
+                  on_estimate: OnEstimate | None = None) -> PreparedModel:
+    """The model `resolved` attacks, ready to query: fine-tuned (or its cached checkpoint) or the given one."""
+    spec, settings = resolved.spec, resolved.settings
     start = time.perf_counter()
     if spec.trains:
         if on_estimate is not None:
@@ -140,7 +147,7 @@ def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console |
                              max_length=spec.train.max_length, settings=settings)
         model = PreparedModel(victim, dev_accuracy(resolved, victim), spec.checkpoint["location"])
     model.timings["train_stage_seconds"] = time.perf_counter() - start
-    return attack(resolved, model, store, str(torch_device), console, force)
+    return model
 
 
 def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
@@ -203,6 +210,9 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
                "victim_queries": done.victim_queries + model.victim.model_evaluations, "resumed_examples": len(done)}
     if hasattr(model.victim, "inner_forwards"):  # a voting victim (SAFER): every base-classifier forward pass
         timings["inner_forwards"] = model.victim.inner_forwards
+    timings["victim_forward_seconds"] = getattr(model.victim, "forward_seconds", None)  # this process's
+    if ctx.profile.seconds:  # the engine's time split (robench.core.types.Profile); TextAttack's runs have none
+        timings["profile"] = ctx.profile.to_dict()
     record = RunRecord(
         run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=resolved.hyperparameters(), resources=resources,
         metrics=metrics, timings=timings, checkpoint=model.checkpoint, versions=package_versions(),
