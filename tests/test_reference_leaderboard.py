@@ -96,3 +96,16 @@ def test_settings_csv_is_the_per_setting_table_the_leaderboard_had():
     for _, row in settings.iterrows():
         for column in ("robust_accuracy_mean", "robust_accuracy_ci_low", "robust_accuracy_ci_high", "examples"):
             assert table.loc[row["model_setting_id"], f"{row['attack']}.{column}"] == row[column]
+
+
+def test_readme_results_table_is_the_reference_leaderboard():
+    """The README's results table is results/reference/leaderboard.md verbatim (bench/readme_results.py, `make
+    readme-results`), and leaderboard.md is regenerated from the records above, so the README cannot drift."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_results", REPO / "bench" / "readme_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    expected = module.results_block((REFERENCE / "leaderboard.md").read_text(encoding="utf-8"))
+    assert module.readme_block(readme) == expected, "README results out of date: run `make readme-results`"
