@@ -113,11 +113,28 @@ def test_reference_grid_is_the_documented_protocol():
 
 def test_gpu_grid_is_the_documented_larger_protocol():
     specs = expand(load_config(REPO / "results" / "grid-gpu.toml"))
-    assert len(specs) == 2 * 4 * 3 * 2 == len({s.run_id for s in specs})
-    assert {s.model for s in specs} == {"bert", "imbert", "freelb", "smart"} and {s.seed for s in specs} == {0, 1, 2}
-    assert {s.attack for s in specs} == {"textfooler", "bert-attack"}
+    models = {"bert", "imbert", "freelb", "smart", "pgd", "a2t", "ascc", "safer"}
+    assert len(specs) == 2 * len(models) * 3 * 3 == len({s.run_id for s in specs})
+    assert {s.model for s in specs} == models and {s.seed for s in specs} == {0, 1, 2}
+    assert {s.attack for s in specs} == {"textfooler", "bert-attack", "gradient-swap"}
+    assert {s.model_params.get("a2t_attack") for s in specs if s.model == "a2t"} == {"textfooler"}  # the control
     assert {(s.task, s.train_size) for s in specs} == {("sst2", 8000), ("mr", None)}  # 8,000+; MR: all of train
     assert {s.eval_size for s in specs} == {None}  # the whole SST-2 dev split and MR held-out part
+
+
+def test_v3_reference_grid_is_the_documented_protocol():
+    """results/grid-reference-v3.toml (issue 29, docs/reference.md "v3: sizing"): every defence x 5 seeds, one
+    training setting, AdvGLUE whole and the word-level attacks on the same 300 dev sentences, in CPU order."""
+    specs = expand(load_config(REPO / "results" / "grid-reference-v3.toml"))
+    models = ["bert", "a2t", "imbert", "freelb", "smart", "pgd", "ascc", "safer"]
+    assert len(specs) == len(models) * 5 * 4 == len({s.run_id for s in specs})
+    assert list(dict.fromkeys(s.model for s in specs)) == models  # the order the grid spends CPU in
+    assert {s.seed for s in specs} == {0, 1, 2, 3, 4} and {s.task for s in specs} == {"sst2"}
+    assert {(s.train_size, s.train.epochs) for s in specs} == {(3000, 2)}
+    assert {(s.eval_size, s.eval_seed) for s in specs if s.attack != "advglue"} == {(300, 0)}
+    assert {s.eval_size for s in specs if s.attack == "advglue"} == {None}
+    assert {s.model_params.get("a2t_attack") for s in specs if s.model == "a2t"} == {"textfooler"}
+    assert {tuple(s.model_params["im_layers"]) for s in specs if s.model == "imbert"} == {(0, 1, 2)}
 
 
 def test_example_grid_dry_run(tiny_data, tiny_backbone, tmp_path, capsys):
