@@ -289,7 +289,7 @@ def build_search(params: BertAttackParams, res: BertAttackResources, profile: Pr
 
 
 def attack_with(ctx: AttackContext, params: BertAttackParams, res: BertAttackResources) -> list[ExampleResult]:
-    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size),
+    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size, ctx.profile),
                 "mlm": MlmCandidates(res.mlm, params, res.stopwords)}
     config = EngineConfig(params.concurrency, params.query_budget, "bert-attack", params.queries_per_word)
     return attack_examples(ctx, build_search(params, res, ctx.profile), services, config)

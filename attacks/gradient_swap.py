@@ -166,7 +166,7 @@ def attack_with(ctx: AttackContext, params: GradientSwapParams, res: textfooler.
                 ) -> list[ExampleResult]:
     victim = GradientVictim(ctx.victim, params.gradient)
     search = build_search(params, res, WordEmbeddings(ctx.victim), ctx.profile)
-    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size)}
+    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size, ctx.profile)}
     config = EngineConfig(params.concurrency, params.query_budget, f"gradient-swap ({params.gradient})",
                           params.queries_per_word)
     results = attack_examples(dataclasses.replace(ctx, victim=victim), search, services, config)

@@ -211,7 +211,7 @@ def build_search(params: TextFoolerParams, res: TextFoolerResources, profile: Pr
 
 def attack_with(ctx: AttackContext, params: TextFoolerParams, res: TextFoolerResources) -> list[ExampleResult]:
     search = build_search(params, res, ctx.profile)
-    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size)}
+    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size, ctx.profile)}
     config = EngineConfig(params.concurrency, params.query_budget, "textfooler", params.queries_per_word)
     return attack_examples(ctx, search, services, config)
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Reproduce the README's defense, IM-BERT search, analysis and training-throughput tables in one go.
+# Reproduce the README's defense, IM-BERT search, analysis, attack-engine and training-throughput tables in one go.
 #
 #   bash bench/evidence.sh DATA_DIR OUT_DIR [DEVICE]
 #
 # Sizes default to the GPU evidence; the README's CPU tables used
 #   TRAIN_SIZE=400 LOW_RESOURCE=100 EPOCHS=2 LR=1e-4 BATCH=16 (and no time limits: T_*=0).
-# Each step has its own time limit (T_DEFENSES, T_SEARCH, T_ANALYSIS, T_TRAIN seconds; 0 = none) so a
+# Each step has its own time limit (T_DEFENSES, T_SEARCH, T_ANALYSIS, T_ATTACK, T_TRAIN seconds; 0 = none) so a
 # partial result is still written; every bench resumes from cached checkpoints and records when re-run.
 set -uo pipefail
 DATA=${1:?usage: evidence.sh DATA_DIR OUT_DIR [DEVICE]}
@@ -33,6 +33,10 @@ echo "== analysis: diagnostics of arXiv 2108.13602 on the defenses' checkpoints"
 timeout "${T_ANALYSIS:-900}" "${RB[@]}" bench analysis "${LOC[@]}" --results-dir "$OUT/results" \
   --model bert,freelb,smart,imbert --seed $SEEDS --task sst2 "${TRAIN[@]}" --examples "$EXAMPLES"
 "${RB[@]}" leaderboard --results-dir "$OUT/results" --with-analysis
+
+echo "== attack engine: TextFooler vs TextAttack's, the fraction of the raw forward rate and the profile (docs/attacks.md)"
+timeout "${T_ATTACK:-900}" "${RB[@]}" bench attack "${LOC[@]}" --results-dir "$OUT/results" --examples "$EXAMPLES" \
+  --no-stock
 
 echo "== training throughput: robench vs Hugging Face Trainer"
 timeout "${T_TRAIN:-600}" "${RB[@]}" bench train --data-dir "$DATA" --device "$DEVICE" --train-size "$TRAIN_SIZE" \

@@ -165,17 +165,22 @@ def _three_rounds(text, label, clean):
 
 def test_engine_batches_model_calls_across_examples(tiny_model, settings):
     labeller = new_victim(tiny_model)
-    victim = new_victim(tiny_model)
+    victim = new_victim(tiny_model, batch_overhead=10**9)  # batches cut by count only: one per round here
     ctx = make_ctx(settings, victim, 8, labels_from=labeller)
     results = attack_examples(ctx, _three_rounds, {}, EngineConfig(concurrency=8))
     assert [r.status for r in results].count("skipped") == 0
     assert all(r.queries == 7 for r in results)  # clean prediction + 3 requests of 2
     assert victim.forward_calls == 4  # 1 round of clean predictions + 3 rounds, each shared by all 8 examples
 
-    sequential = new_victim(tiny_model)
+    sequential = new_victim(tiny_model, batch_overhead=10**9)
     attack_examples(make_ctx(settings, sequential, 8, labels_from=labeller), _three_rounds, {},
                     EngineConfig(concurrency=1))
     assert sequential.forward_calls == 32
+
+    padded = new_victim(tiny_model)  # the default: a round may be cut where padding costs more than a batch
+    attack_examples(make_ctx(settings, padded, 8, labels_from=labeller), _three_rounds, {},
+                    EngineConfig(concurrency=8))
+    assert 4 <= padded.forward_calls < 32 and padded.model_evaluations == victim.model_evaluations
 
 
 def test_engine_records_errors_and_goes_on(tiny_model, settings):

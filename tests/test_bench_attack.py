@@ -46,23 +46,34 @@ def test_profile_counts_nested_parts_once(monkeypatch):
     assert profile.to_dict()["seconds"] == profile.seconds
 
 
-def test_time_forward_runs_the_inputs_again_and_changes_nothing(tiny_backbone):
+def test_the_raw_pass_replays_the_attack_inputs_and_changes_nothing(tiny_backbone):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from robench.bench.attack import replay_forwards
 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(tiny_backbone, num_labels=2)
     victim = Victim(model, AutoTokenizer.from_pretrained(tiny_backbone), torch.device("cpu"), batch_size=2)
     texts = [("a long and winding film about nothing",), ("good",), ("a dull film",)]
     probs = victim.predict_proba(texts + texts[:1], QueryCounter())
-    assert victim.evaluated_inputs == [("good",), ("a dull film",), ("a long and winding film about nothing",)]
+    victim.predict_proba([("fine",), ("good",)], QueryCounter())  # a second round: one new input
+    assert victim.evaluated_inputs == [("good",), ("a dull film",), ("a long and winding film about nothing",),
+                                       ("fine",)]
+    assert victim.evaluated_batches == [[("good",), ("a dull film",)], [("a long and winding film about nothing",)],
+                                        [("fine",)]]  # the attack's own batches, in order
+    assert victim.sorted_batches(victim.evaluated_inputs) == [[("good",), ("fine",)],
+                                                              [("a dull film",), ("a long and winding film about "
+                                                                                  "nothing",)]]
     state = (victim.model_evaluations, victim.forward_calls, victim.forward_seconds, dict(victim._cache))
-    assert state[0] == 3 and state[1] == 2 and state[2] > 0  # two sorted batches of at most 2
+    assert state[:2] == (4, 3) and state[2] > 0
 
     shapes = []
     forward = victim.model.forward
     victim.model.forward = lambda **enc: shapes.append(tuple(enc["input_ids"].shape)) or forward(**enc)
-    assert victim.time_forward(victim.evaluated_inputs) > 0
-    assert shapes == [(2, 5), (1, 9)]  # the same batching as the attack's (shortest first, batch_size)
+    replayed, raw = replay_forwards(victim)
+    assert replayed > 0 and raw > 0
+    # in turn, whichever has covered fewer inputs: attack 1, raw 1, attack 2, raw 2, attack 3
+    assert shapes == [(2, 5), (2, 3), (1, 9), (2, 9), (1, 3)]
     assert (victim.model_evaluations, victim.forward_calls, victim.forward_seconds) == state[:3]
     assert victim._cache.keys() == state[3].keys()
     assert np.array_equal(victim.predict_proba(texts + texts[:1]), probs)
@@ -103,8 +114,13 @@ def test_bench_attack_prints_the_fraction_and_the_profile(tmp_path, tiny_data, t
     assert metrics["metric"] == ["textfooler", "textattack:textfooler"]
     for column in range(2):
         forwards = int(metrics["victim forwards (inputs run through the model)"][column])
-        assert forwards > 0 and float(metrics["raw forward rate, same inputs (per second)"][column]) > 0
-        assert metrics["  fraction of the raw rate (target: 85%)"][column].endswith("%")
+        assert forwards > 0 and float(metrics["raw forward rate, same inputs, at the attack's load (per second)"]
+                                      [column]) > 0
+        share, efficiency, fraction = (float(metrics[k][column].rstrip("%")) for k in (
+            "    = victim forward share of the attack stage",
+            "    x batch efficiency (raw sorted pass / the attack's batches)",
+            "  fraction of the raw rate (target: 85%)"))
+        assert 0 < share <= 100 and fraction == pytest.approx(share * efficiency / 100, abs=0.01)
     records = {r["spec"]["attack"]: r for r in map(json.loads, map(Path.read_text, (tmp_path / "res" / "runs")
                                                                    .glob("*.json")))}
     ours = records["textfooler"]["timings"]
@@ -153,3 +169,46 @@ def test_bench_attack_profiles_the_other_recipes(attack, tmp_path, tiny_data, ti
     seconds = record["timings"]["profile"]["seconds"]
     assert ("mlm" if attack == "bert-attack" else "victim gradient") in seconds
     assert sum(v for k, v in seconds.items() if k != "attack") == pytest.approx(seconds["attack"], abs=1e-3)
+
+
+def test_the_batch_size_follows_the_device(tiny_backbone):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from robench.core.device import batch_size_for
+
+    assert batch_size_for("cpu") == 64 and batch_size_for(torch.device("cuda", 0)) == 512
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_backbone, num_labels=2)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
+    assert Victim(model, tokenizer, torch.device("cpu")).batch_size == 64
+    assert Victim(model, tokenizer, torch.device("cpu"), batch_size=8).batch_size == 8  # given: kept
+
+
+def _brute_force(lengths: list[int], max_size: int, overhead: float) -> float:
+    """The least padded tokens + overhead over every way to cut sorted `lengths` into batches."""
+    import itertools
+
+    n, best = len(lengths), float("inf")
+    for mask in itertools.product((0, 1), repeat=n - 1):
+        bounds = [0] + [i + 1 for i, cut in enumerate(mask) if cut] + [n]
+        spans = list(zip(bounds[:-1], bounds[1:]))
+        if all(b - a <= max_size for a, b in spans):
+            best = min(best, sum(overhead + (b - a) * lengths[b - 1] for a, b in spans))
+    return best
+
+
+def test_cut_batches_is_the_least_padding_plus_overhead():
+    from robench.engine.victim import cut_batches
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 11))
+        lengths = sorted(int(x) for x in rng.integers(1, 60, n))
+        max_size, overhead = int(rng.integers(1, 5)), float(rng.choice([0, 8, 64, 1000]))
+        spans = cut_batches(lengths, max_size, overhead)
+        assert [a for a, _ in spans][0] == 0 and spans[-1][1] == n  # every input once, in order
+        assert all(b0 == a1 for (_, b0), (a1, _) in zip(spans, spans[1:])) and all(0 < b - a <= max_size
+                                                                                   for a, b in spans)
+        cost = sum(overhead + (b - a) * lengths[b - 1] for a, b in spans)
+        assert cost == pytest.approx(_brute_force(lengths, max_size, overhead))
+    assert cut_batches([5] * 10, 4, 64) == [(0, 2), (2, 6), (6, 10)]  # equal lengths: the fewest batches
+    assert cut_batches([], 4, 64) == []

