@@ -122,6 +122,21 @@ def test_gpu_grid_is_the_documented_larger_protocol():
     assert {s.eval_size for s in specs} == {None}  # the whole SST-2 dev split and MR held-out part
 
 
+def test_train_values_by_training_size():
+    """[train] values may be tables by training size: small training sets train longer (the low-resource grid)."""
+    config = load_config({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"],
+                          "train_size": [100, 300, "full"],
+                          "train": {"epochs": {"100": 10, "full": 1, "default": 3}, "lr": 1e-4}})
+    got = {s.train_size: (s.train.epochs, s.train.lr) for s in expand(config)}
+    assert got == {100: (10, 1e-4), 300: (3, 1e-4), None: (1, 1e-4)}
+    with pytest.raises(RobenchError, match="training size '150', which is not a train_size of the grid"):
+        load_config({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "train_size": [100],
+                     "train": {"epochs": {"150": 2}}})
+    with pytest.raises(RobenchError, match="epochs must be an integer"):
+        load_config({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"], "train_size": [100],
+                     "train": {"epochs": {"100": "x"}}})
+
+
 def test_v3_reference_grid_is_the_documented_protocol():
     """results/grid-reference-v3.toml (issue 29, docs/reference.md "v3: sizing"): every defence x 5 seeds, one
     training setting, AdvGLUE whole and the word-level attacks on the same 300 dev sentences, in CPU order."""

@@ -41,6 +41,7 @@ class GridConfig:
     eval_size: Sizes = field(default_factory=lambda: {"default": (None,)})
     data_source: Literal["local", "hub"] = "local"
     train: TrainConfig = field(default_factory=TrainConfig)
+    train_by_size: dict[Size, TrainConfig] = field(default_factory=dict)  # [train] values given per training size
     model_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     attack_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     resources: JobResources = field(default_factory=JobResources)
@@ -74,14 +75,16 @@ def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
         raise RobenchError(f"{where}: data_source must be 'local' or 'hub', got {source_kind!r}")
     resources = make_params(JobResources, _table(raw, "resources", where), f"{where} [resources]")
     preset = _preset(raw.get("preset", GRID_PRESET), where)
+    train_sizes = _sizes(raw.get("train_size", _size_key(preset.train_size)), "train_size", tasks, where)
+    train, train_by_size = _train(preset.train_values(), _table(raw, "train", where), train_sizes, where)
     return GridConfig(
         name=_name(raw.get("name", default_name), where), tasks=tasks, models=models, attacks=attacks,
         backbones=_names(raw.get("backbones", ["minilm"]), "backbones", where),
         seeds=_seeds(raw.get("seeds", [0]), where),
-        train_size=_sizes(raw.get("train_size", _size_key(preset.train_size)), "train_size", tasks, where),
+        train_size=train_sizes,
         eval_size=_sizes(raw.get("eval_size", _preset_eval_sizes(preset, attacks)), "eval_size", attacks, where),
         data_source=source_kind,
-        train=make_params(TrainConfig, {**preset.train_values(), **_table(raw, "train", where)}, f"{where} [train]"),
+        train=train, train_by_size=train_by_size,
         model_params=_overrides(raw, "model_params", models, where),
         attack_params=_overrides(raw, "attack_params", attacks, where),
         resources=resources, task_sources=_task_sources(tasks, base, where),
@@ -99,7 +102,7 @@ def expand(config: GridConfig) -> list[RunSpec]:
                     {"task": source["name"], "task_source": source, "data_source": "local"}
                 specs.append(RunSpec(
                     model=model, attack=attack, backbone=backbone, seed=seed, train_size=train_size,
-                    eval_size=eval_size, train=config.train, **task_fields,
+                    eval_size=eval_size, train=config.train_by_size.get(train_size, config.train), **task_fields,
                     model_params=dict(config.model_params.get(model, {})),
                     attack_params=dict(config.attack_params.get(attack, {}))))
     return specs
@@ -205,6 +208,31 @@ def _sizes(value: Any, key: str, names: tuple[str, ...], where: str) -> Sizes:
 
 def _sizes_for(sizes: Sizes, name: str) -> tuple[Size, ...]:
     return sizes.get(name, sizes.get("default", (None,)))
+
+
+def _train(preset: dict[str, Any], table: dict[str, Any], train_sizes: Sizes, where: str
+           ) -> tuple[TrainConfig, dict[Size, TrainConfig]]:
+    """[train]: each value is one for every cell, or a table by training size (`epochs = { 100 = 10, 300 = 6,
+    default = 3 }`: small training sets train longer); the default config and one per size named."""
+    flat = {k: v.get("default", preset.get(k)) if isinstance(v, dict) else v for k, v in table.items()}
+    flat = {k: v for k, v in flat.items() if v is not None}
+    default = make_params(TrainConfig, {**preset, **flat}, f"{where} [train]")
+    grid_sizes = {size for sizes in train_sizes.values() for size in sizes}
+    by_size: dict[Size, dict[str, Any]] = {}
+    for key, value in table.items():
+        if not isinstance(value, dict):
+            continue
+        for size_key, size_value in value.items():
+            if size_key == "default":
+                continue
+            size = None if size_key == "full" else int(size_key) if size_key.isdigit() else size_key
+            if size not in grid_sizes:
+                known = ", ".join(str(_size_key(s)) for s in sorted(grid_sizes, key=lambda s: (s is None, s or 0)))
+                raise RobenchError(f"{where}: [train] {key} names training size {size_key!r}, which is not a "
+                                   f"train_size of the grid ({known}) and not 'default'")
+            by_size.setdefault(size, {})[key] = size_value
+    return default, {size: make_params(TrainConfig, {**preset, **flat, **values}, f"{where} [train] at {size!r}")
+                     for size, values in by_size.items()}
 
 
 def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
