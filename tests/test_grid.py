@@ -152,6 +152,16 @@ def test_v3_reference_grid_is_the_documented_protocol():
     assert {tuple(s.model_params["im_layers"]) for s in specs if s.model == "imbert"} == {(0, 1, 2)}
 
 
+def test_v3_low_resource_grid_is_the_documented_protocol():
+    """results/grid-reference-v3-lowres.toml: bert vs imbert x 3 training sizes (epochs chosen on dev per size)
+    x 5 seeds, AdvGLUE whole and TextFooler on the same 100 dev sentences."""
+    specs = expand(load_config(REPO / "results" / "grid-reference-v3-lowres.toml"))
+    assert len(specs) == 2 * 3 * 5 * 2 == len({s.run_id for s in specs})
+    assert {s.model for s in specs} == {"bert", "imbert"} and {s.seed for s in specs} == {0, 1, 2, 3, 4}
+    assert {(s.train_size, s.train.epochs) for s in specs} == {(100, 10), (300, 6), (1000, 3)}
+    assert {(s.eval_size, s.eval_seed) for s in specs if s.attack == "textfooler"} == {(100, 0)}
+
+
 def test_example_grid_dry_run(tiny_data, tiny_backbone, tmp_path, capsys):
     from robench.cli import main
 
