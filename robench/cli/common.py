@@ -22,6 +22,19 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def subset_size(text: str) -> int | str:
+    """--train-size / --eval-size: a positive integer, or "full" (the whole split)."""
+    if text == "full":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or full, got {text!r}")
+    return value
+
+
 def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
     """The RunSpec flags (model, task, backbone, seeds, sizes, training hyperparameters)."""
     p.add_argument("--model", help="registered model, or architecture+objective (e.g. imbert+freelb); default: bert")
@@ -44,9 +57,10 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
                    help="named explicit settings for the flags below; explicit flags override "
                         f"(default: {DEFAULT_PRESET}; " + "; ".join(f"{n}: {x.summary}" for n, x in PRESETS.items())
                         + ")")
-    p.add_argument("--train-size", type=int, help="train-subset size, chosen by seed (default: the preset's)")
-    p.add_argument("--eval-size", type=int,
-                   help="eval/attack-subset size (default: the preset's for search attacks, all for replay)")
+    p.add_argument("--train-size", type=subset_size,
+                   help="train-subset size, chosen by seed, or full (default: the preset's)")
+    p.add_argument("--eval-size", type=subset_size,
+                   help="eval/attack-subset size, or full (default: the preset's for search attacks, all for replay)")
     p.add_argument("--epochs", type=int, help="default: the preset's")
     p.add_argument("--lr", type=float, help="default: the preset's")
     p.add_argument("--batch-size", type=int, help="default: the preset's")
