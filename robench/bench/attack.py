@@ -24,15 +24,17 @@ robench's speed-up, the process CPU time of each run (steadier than wall time on
 busy shared machine), and per-example agreement with robench's outcomes and texts.
 
 The limit (issue 30): right after each attack, the same victim runs the very inputs that attack ran through
-the model once more, as one plain pass (`Victim.time_forward`: shortest first, the victim's batch size,
-`inference_mode`, no cache or counting). That is the raw forward rate; the attack's own rate is its victim
-forwards over its attack-stage wall time, and their ratio, the *fraction of the raw rate*, is the share of the
-attack's time that is the victim model itself (100%: nothing but forward passes). A second table, the profile,
-splits robench's attack time (`robench.core.types.Profile`, timed by the engine and the recipe): victim
-forward, masked LM (BERT-Attack's candidates) and input gradients (gradient-swap), the two further model costs,
-reported apart; sentence encoder, POS tagging, candidate generation, the search's own bookkeeping, the victim's
-cache and counters, the engine loop, and what lies outside the engine (resources, metrics, the audit). For a
-TextAttack column only the victim forward is known; the rest is TextAttack's own code.
+the model once more, twice, a batch of each in turn so that a shared machine's changing load falls on both
+alike (`replay_forwards`): in the attack's own batches, and as one plain pass sorted by length at the victim's
+batch size (`Victim.sorted_batches`, `inference_mode`, no cache or counting), the raw forward rate. The
+*fraction of the raw rate* is the attack's victim forwards per second over the raw rate at the load the attack
+ran under: (victim forward time / attack stage time, both timed inside the run) x (raw pass / the attack's
+batches, replayed). 100% would be an attack that does nothing but forward passes in perfectly sorted batches.
+A second table, the profile, splits robench's attack time (`robench.core.types.Profile`, timed by the engine
+and the recipe): victim forward, masked LM (BERT-Attack's candidates) and input gradients (gradient-swap), the
+two further model costs, reported apart; sentence encoder, POS tagging, candidate generation, the search's own
+bookkeeping, the victim's cache and counters, the engine loop, and what lies outside the engine (resources,
+metrics, the audit). For a TextAttack column only the victim forward is known; the rest is TextAttack's code.
 
 `--attack bert-attack` or `--attack gradient-swap` benches that robench recipe alone (TextAttack has no
 equivalent run through the same candidates) with the same fraction and profile. Each table's title names the
@@ -346,8 +348,9 @@ def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Co
     sides = [attack(spec, settings, device, console) for spec in runs.values()]
     name = "TextFooler" if options.attack == ROBENCH else options.attack
     versus = ": robench vs TextAttack 0.3.11" if len(runs) > 1 else " (robench)"
+    synonyms = "MLM candidates" if options.attack == "bert-attack" else f"synonyms {options.synonym_source}"
     setup = (f"({options.model}/{options.backbone}, train {options.train_size}×{options.epochs} ep, "
-             f"{options.examples} examples, seed {options.seed}, {device}, synonyms {options.synonym_source}, "
+             f"{options.examples} examples, seed {options.seed}, {device}, {synonyms}, "
              f"encoder {options.sentence_encoder}; {machine()})")
     title = f"{name} on {task}{versus} {setup}"
     header = ["metric", *runs]

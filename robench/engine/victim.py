@@ -74,9 +74,11 @@ class BaseVictim:
     """Prediction caching, query counting and budgets; subclasses say how a batch becomes probabilities."""
 
     def __init__(self, *, batch_size: int = 64, label_order: Sequence[int] | None = None,
-                 batch_overhead: int = 64) -> None:
+                 batch_overhead: int | None = None) -> None:
         self.batch_size = batch_size
-        self.batch_overhead = batch_overhead  # one more batch's cost in padded tokens (robench.core.device)
+        # one more batch's cost in padded tokens (robench.core.device); None: chunks of batch_size, as for a
+        # model function whose cost per call is unknown (a remote API may charge per call)
+        self.batch_overhead = batch_overhead
         self.label_order = list(label_order) if label_order is not None else None  # task label -> model output
         self.model_evaluations = 0  # inputs run through the model (cache misses); not per-example queries
         self.forward_calls = 0  # batches sent through the model
@@ -143,11 +145,15 @@ class BaseVictim:
                 self._cache[text] = row
 
     def sorted_batches(self, inputs: Sequence[Text]) -> list[list[Text]]:
-        """`inputs` shortest first, cut into batches (`cut_batches`): how `_fill` runs them."""
+        """`inputs` shortest first, cut into batches (`cut_batches`, or chunks of `batch_size` without a
+        `batch_overhead`): how `_fill` runs them."""
         inputs = list(inputs)
         lengths = self._lengths(inputs)
         order = sorted(range(len(inputs)), key=lengths.__getitem__)
-        cuts = cut_batches([lengths[j] for j in order], self.batch_size, self.batch_overhead)
+        if self.batch_overhead is None:
+            cuts = [(a, min(a + self.batch_size, len(order))) for a in range(0, len(order), self.batch_size)]
+        else:
+            cuts = cut_batches([lengths[j] for j in order], self.batch_size, self.batch_overhead)
         return [[inputs[j] for j in order[a:b]] for a, b in cuts]
 
     def _lengths(self, inputs: list[Text]) -> list[int]:
