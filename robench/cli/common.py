@@ -23,16 +23,13 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
 
 
 def subset_size(text: str) -> int | str:
-    """--train-size / --eval-size: a positive integer, or "full" (the whole split)."""
+    """--train-size / --eval-size: an integer (checked with the spec: positive), or "full" (the whole split)."""
     if text == "full":
         return text
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or full, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected a positive integer or full, got {text!r}") from None
 
 
 def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:

@@ -59,8 +59,8 @@ def specs(options: RunOptions, settings: Settings) -> list[RunSpec]:
     """One `RunSpec` per seed: the options, then the preset's values for what was not given."""
     preset, attack = get_preset(options.preset), options.attack
     search_attack = ATTACKS.get(attack).queries_per_word > 0
-    train_size = preset.train_size if options.train_size is None else _size(options.train_size, "train_size")
-    eval_size = preset.eval_size(search_attack) if options.eval_size is None else _size(options.eval_size, "eval_size")
+    train_size = preset.train_size if options.train_size is None else _size(options.train_size)
+    eval_size = preset.eval_size(search_attack) if options.eval_size is None else _size(options.eval_size)
     train = _train_config(options.epochs if options.epochs is not None else preset.epochs,
                           options.lr if options.lr is not None else preset.lr,
                           options.batch_size if options.batch_size is not None else preset.batch_size,
@@ -84,13 +84,10 @@ def specs(options: RunOptions, settings: Settings) -> list[RunSpec]:
             for seed in options.seeds]
 
 
-def _size(value: int | str, name: str) -> int | None:
-    """A subset size: a positive integer, or "full" (None: the whole split)."""
-    if value == "full":
-        return None
-    if type(value) is not int or value <= 0:
-        raise RobenchError(f"{name} must be a positive integer or \"full\" (the whole split), got {value!r}")
-    return value
+def _size(value: int | str) -> int | str | None:
+    """A subset size as given: "full" is the whole split (None); anything else is checked with the spec
+    (`robench.runs.resolve.check_spec`)."""
+    return None if value == "full" else value
 
 
 def _train_config(epochs: int, lr: float, batch_size: int, max_length: int) -> TrainConfig:

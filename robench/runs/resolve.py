@@ -153,7 +153,7 @@ def check_spec(spec: RunSpec) -> None:
             raise RobenchError(f"{flag} must be an integer from 0 to {MAX_SEED}, got {seed!r}")
     for flag, size in (("--train-size", spec.train_size), ("--eval-size", spec.eval_size)):
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise RobenchError(f"{flag} must be a positive integer (or omitted for the whole split), got {size!r}")
+            raise RobenchError(f"{flag} must be a positive integer, or full for the whole split, got {size!r}")
     if spec.data_source not in ("local", "hub"):
         raise RobenchError(f"--data-source must be 'local' or 'hub', got {spec.data_source!r}")
 
