@@ -44,6 +44,19 @@ def tiny_backbone(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny_mlm(tmp_path_factory, tiny_backbone) -> Path:
+    """A 2-layer random BertForMaskedLM with the MiniLM tokenizer, saved like a hub model."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    path = tmp_path_factory.mktemp("tiny-mlm")
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig.from_pretrained(tiny_backbone)).save_pretrained(path, safe_serialization=True)
+    AutoTokenizer.from_pretrained(tiny_backbone).save_pretrained(path)
+    return path
+
+
 def _head(src: Path, dst: Path, rows: int) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     lines = src.read_text(encoding="utf-8").splitlines(keepends=True)

@@ -138,18 +138,6 @@ def test_bench_attack_prints_the_fraction_and_the_profile(tmp_path, tiny_data, t
     assert (bench / "attack-sst2-3-profile.md").read_text().startswith("### Profile of TextFooler on sst2")
 
 
-@pytest.fixture(scope="module")
-def tiny_mlm(tmp_path_factory, tiny_backbone) -> Path:
-    """A 2-layer random BertForMaskedLM with the MiniLM tokenizer, saved like a hub model."""
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
-
-    path = tmp_path_factory.mktemp("tiny-mlm")
-    torch.manual_seed(0)
-    BertForMaskedLM(BertConfig.from_pretrained(tiny_backbone)).save_pretrained(path, safe_serialization=True)
-    AutoTokenizer.from_pretrained(tiny_backbone).save_pretrained(path)
-    return path
-
-
 @pytest.mark.parametrize("attack", ["bert-attack", "gradient-swap"])
 def test_bench_attack_profiles_the_other_recipes(attack, tmp_path, tiny_data, tiny_backbone, tiny_mlm, capsys):
     extra = ["--robench-param", f"masked_lm={tiny_mlm}"] if attack == "bert-attack" else \

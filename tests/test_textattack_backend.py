@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 from collections import OrderedDict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -403,18 +402,6 @@ def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, 
     assert len({r["checkpoint"] for r in records}) == 1  # one victim checkpoint for all
     stock = [r for r in records if r["spec"]["attack_params"].get("model_wrapper") == "huggingface"]
     assert len(stock) == 1 and "HuggingFaceModelWrapper" in stock[0]["resources"]["attack"]["backend"]
-
-
-@pytest.fixture(scope="module")
-def tiny_mlm(tmp_path_factory, tiny_backbone) -> Path:
-    """A 2-layer random BertForMaskedLM with the MiniLM tokenizer, saved like a hub model."""
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
-
-    path = tmp_path_factory.mktemp("tiny-mlm")
-    torch.manual_seed(0)
-    BertForMaskedLM(BertConfig.from_pretrained(tiny_backbone)).save_pretrained(path, safe_serialization=True)
-    AutoTokenizer.from_pretrained(tiny_backbone).save_pretrained(path)
-    return path
 
 
 def test_bert_attack_uses_the_given_masked_lm_not_a_download(settings, tiny_backbone, tiny_mlm):
