@@ -162,6 +162,15 @@ def test_v3_low_resource_grid_is_the_documented_protocol():
     assert {(s.eval_size, s.eval_seed) for s in specs if s.attack == "textfooler"} == {(100, 0)}
 
 
+def test_v3_second_task_grid_is_the_documented_protocol():
+    """results/grid-reference-v3-qnli.toml: bert vs imbert on QNLI's whole offline training part x 5 seeds,
+    AdvGLUE-qnli replayed whole."""
+    specs = expand(load_config(REPO / "results" / "grid-reference-v3-qnli.toml"))
+    assert len(specs) == 2 * 5 == len({s.run_id for s in specs})
+    assert {(s.task, s.attack, s.train_size, s.eval_size) for s in specs} == {("qnli", "advglue", None, None)}
+    assert {s.model for s in specs} == {"bert", "imbert"} and {s.train.epochs for s in specs} == {2}
+
+
 def test_example_grid_dry_run(tiny_data, tiny_backbone, tmp_path, capsys):
     from robench.cli import main
 
