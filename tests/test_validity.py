@@ -199,15 +199,21 @@ def small_lexicon(tiny_data, tmp_path_factory):
     return build_lexicon_table(small, vocab_size=4000)
 
 
+@pytest.mark.parametrize("wordnet_pos", [False, True])
 def test_lazy_similarity_gives_the_straightforward_result_with_the_lexicon_source(small_lexicon, tiny_model,  # noqa: F811
-                                                                                   settings):
-    """The lazy-versus-eager equivalence (tests/test_attacks.py) with the default source's real candidates."""
+                                                                                   settings, wordnet_pos):
+    """The lazy-versus-eager equivalence (tests/test_attacks.py) with the default source's real candidates, with
+    and without the part-of-speech-in-context check."""
     from robench.attacks.textfooler import TextFoolerParams, TextFoolerResources, attack_with
+    from robench.engine.resources.lexicon import lexicon
+    from robench.engine.substitution import WordNetPos
     from test_attacks import FakeEncoder, FakeTagger, make_ctx, new_victim
+
+    senses = WordNetPos(lexicon(settings).wordnet) if wordnet_pos else None
 
     def run(lazy: bool, threshold: float = 0.85):
         res = TextFoolerResources(frozenset({"a", "the", "and", "of", "it", "s", "is", "to"}), FakeTagger(),
-                                  small_lexicon, FakeEncoder())
+                                  small_lexicon, FakeEncoder(), senses)
         params = TextFoolerParams(window=5, skip_shorter_than_window=False, similarity_threshold=threshold,
                                   lazy_similarity=lazy, concurrency=8)
         ctx = make_ctx(settings, new_victim(tiny_model), 32, labels_from=new_victim(tiny_model))
@@ -232,3 +238,31 @@ def test_no_default_candidate_is_a_listed_antonym(small_lexicon, settings):
     assert len(pairs) > 5000 and "film" in [c for c, _ in table.neighbours("movie")]
     assert not [p for p in pairs if lex.is_antonym(*p, indirect=True)]
     assert all(lex.is_synonym(w, c) for w, c in pairs)
+
+
+def test_wordnet_pos_known_answers(settings):
+    """A candidate needs a WordNet sense in the word's part of speech in context; other tags get none."""
+    from robench.engine.resources.lexicon import lexicon
+    from robench.engine.substitution import WordNetPos
+
+    senses = WordNetPos(lexicon(settings).wordnet)
+    assert not senses("VERB", "dearth")  # "the movie lacks wit" -> "the movie dearth wit"
+    assert senses("VERB", "misses") and senses("NOUN", "movie") and senses("ADJ", "awful")
+    assert senses("ADJ", "fetching")  # a satellite adjective counts as an adjective
+    assert not senses("ADJ", "appease") and not senses("ADJ", "updates")
+    assert not senses("ADP", "fond") and not senses("DET", "the")  # "entertainments like it" is no content word
+    assert senses("NOUN", "qwzxv")  # WordNet does not know it: the check says nothing
+
+
+def test_pos_check_rejects_a_candidate_outside_the_words_part_of_speech(settings):
+    from robench.engine.resources.lexicon import lexicon
+    from robench.engine.substitution import PosCheck, WordNetPos
+
+    class Tagger:  # "lacks" is a verb here, and so is any word in its place (the paper's check would pass)
+        def tag(self, words: list[str]) -> list[str]:
+            return ["VERB" if w in ("lacks", "dearth", "misses") else "NOUN" for w in words]
+
+    original = Words.of(("the movie lacks wit",))
+    plain, strict = PosCheck(Tagger(), True), PosCheck(Tagger(), True, senses=WordNetPos(lexicon(settings).wordnet))
+    assert plain(original, 2, "dearth") and not strict(original, 2, "dearth")
+    assert strict(original, 2, "misses")

@@ -165,7 +165,7 @@ def specs(options: AttackBenchOptions, data_source: str, settings: Settings | No
               "min_cos": 0.5, "similarity_threshold": USE_THRESHOLD, "query_budget": options.query_budget}
     # budget=paper: TextAttack's recipe has neither TextDefender's 30% cap nor its K x words query budget
     robench_only = {"budget": "paper", "similarity_metric": "angular", "window": 15, "skip_shorter_than_window": True,
-                    "allow_verb_noun_swap": True, **options.robench_params}
+                    "allow_verb_noun_swap": True, "wordnet_pos": False, **options.robench_params}
     task = {"task": options.task} if settings is None else task_spec(
         options.task, settings, _split(options.text_column), options.label_column, _split(options.labels))
     base = dict(model=options.model, backbone=options.backbone, seed=options.seed, train_size=options.train_size,
