@@ -56,6 +56,29 @@ def test_finished_run_is_not_redone(settings, tiny_backbone, work):
     assert (second.run_id, second.metrics, second.timings) == (first.run_id, first.metrics, first.timings)
 
 
+def test_record_made_with_other_default_hyperparameters_is_redone(settings, tiny_backbone, work, monkeypatch,
+                                                                 caplog):
+    """The run id holds only what the spec asks for, so a recipe's changed default keeps the id: the record is
+    reused only when its recorded hyperparameters are the run's resolved ones (plan, run and grids agree)."""
+    from robench.runs import runner
+    from robench.runs.resolve import ResolvedRun
+
+    first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    recorded = ResolvedRun.hyperparameters
+
+    def changed_default(self):
+        out = recorded(self)
+        return {**out, "attack": {**(out["attack"] or {}), "a_new_default": True}}
+
+    monkeypatch.setattr(ResolvedRun, "hyperparameters", changed_default)
+    assert not runner.plan(tiny_spec(tiny_backbone), settings, device="cpu", cost=False).record_finished
+    again = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    assert "other hyperparameters: attack.a_new_default" in caplog.text
+    assert again.run_id == first.run_id and again.hyperparameters["attack"]["a_new_default"] is True
+    assert work.counts == {"trained": 1, "attacked": 2}  # attacked again, on the cached checkpoint
+    assert runner.plan(tiny_spec(tiny_backbone), settings, device="cpu", cost=False).record_finished
+
+
 def test_older_format_record_is_redone(settings, tiny_backbone, work):
     first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     path = settings.runs_dir / f"{first.run_id}.json"

@@ -109,7 +109,7 @@ def plan(specs: list[RunSpec], settings: Settings) -> tuple[list[GridCell], list
         spec, key = resolved.spec, checkpoint_key(resolved)  # the spec with its data fingerprint (run id)
         cell = GridCell(spec, key)
         cells.append(cell)
-        if RunStore(settings.runs_dir, spec.run_id).finished() is not None:
+        if RunStore(settings.runs_dir, spec.run_id).finished(resolved.hyperparameters()) is not None:
             cell.state = "skipped"
             continue
         trains.setdefault(key, TrainJob(spec, key, [])).cells.append(cell)

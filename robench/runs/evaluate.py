@@ -76,7 +76,7 @@ def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = Non
     resolved = resolve_run(spec, settings)
     spec = resolved.spec  # with its data fingerprint: the run id `robench.run` would use
     store = RunStore(settings.runs_dir, spec.run_id)
-    if not force and (finished := store.finished()) is not None:
+    if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
         return finished
     torch_device = pick_device(device)
     victim = _victim(model, tokenizer, resolved, torch_device, max_length, batch_size)

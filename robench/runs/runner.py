@@ -76,7 +76,7 @@ def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", 
         settings.checkpoints_dir / checkpoint_key(resolved)
     cached = given or is_cached(checkpoint)
     record = record_path(settings.runs_dir, spec.run_id) if attack else None
-    finished = attack and RunStore(settings.runs_dir, spec.run_id).finished() is not None
+    finished = attack and RunStore(settings.runs_dir, spec.run_id).finished(resolved.hyperparameters()) is not None
     todo = cost and not finished and (attack or not cached) and not given
     torch_device = pick_device(device)
     estimated = estimate(resolved, torch_device, cached, persist=True, say=say) if todo else None
@@ -113,7 +113,7 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
         raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
     store = RunStore(settings.runs_dir, spec.run_id)
     with file_lock(store.lock_path, f"waiting for another process running {spec.run_id}"):
-        if not force and (finished := store.finished()) is not None:
+        if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
             return finished
         return _run(resolved, store, device, console, force, on_estimate)
 

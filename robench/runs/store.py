@@ -18,7 +18,7 @@ from dataclasses import asdict, fields
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Callable, get_args
+from typing import Any, Callable, get_args
 
 from robench.core.files import NO_SPACE, atomic_write, disk_full_error
 from robench.core.records import (
@@ -93,16 +93,21 @@ class RunStore:
         self.partial_path = runs_dir / f"{run_id}.partial.jsonl"
         self.lock_path = runs_dir / f"{run_id}.lock"
 
-    def finished(self) -> RunRecord | None:
+    def finished(self, hyperparameters: dict[str, Any] | None = None) -> RunRecord | None:
         """The finished record, unless there is none, it has an older format, or it does not verify: it must name
-        this run, its spec must hash to this run id, and it and its per-example CSV must match the manifest
-        written with them (then, with a warning, the run is redone and the record replaced)."""
+        this run, its spec must hash to this run id, it and its per-example CSV must match the manifest written
+        with them, and, given the run's resolved `hyperparameters`, it must have been made with them (a recipe's
+        or defence's default may have changed since: the spec, and so the run id, only holds what was asked
+        for). Otherwise, with a warning, the run is redone and the record replaced."""
         if not self.record_path.is_file():
             return None
         record = read_record(self.record_path)
         if record.format != RECORD_FORMAT:
             return None
-        if (problem := record_problem(self.record_path, record) or _spec_problem(record)) is not None:
+        problem = record_problem(self.record_path, record) or _spec_problem(record)
+        if problem is None and hyperparameters is not None:
+            problem = _hyperparameter_problem(record, hyperparameters)
+        if problem is not None:
             log.warning("run record %s does not verify (%s); running again", self.record_path, problem)
             return None
         return record
@@ -153,6 +158,20 @@ def _spec_problem(record: RunRecord) -> str | None:
     except (TypeError, ValueError) as exc:
         return f"its spec is not a run spec ({type(exc).__name__})"
     return None if run_id == record.run_id else f"its spec is that of run {run_id}, not {record.run_id}"
+
+
+def _hyperparameter_problem(record: RunRecord, hyperparameters: dict[str, Any]) -> str | None:
+    """Which recorded hyperparameters differ from the run's resolved ones (compared as JSON), or None."""
+    expected = json.loads(json.dumps(hyperparameters, default=str))
+    differ = sorted(f"{part}.{name}" for part in sorted(set(expected) | set(record.hyperparameters))
+                    for name in _differing(record.hyperparameters.get(part), expected.get(part)))
+    return f"it was made with other hyperparameters: {', '.join(differ)}" if differ else None
+
+
+def _differing(recorded: Any, expected: Any) -> list[str]:
+    if isinstance(recorded, dict) and isinstance(expected, dict):
+        return [k for k in sorted(set(recorded) | set(expected)) if recorded.get(k) != expected.get(k)]
+    return [] if recorded == expected else ["*"]
 
 
 def _parse_partial(data: bytes, check: Callable[[ExampleResult], str | None] | None) -> Partial:
