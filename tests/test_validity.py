@@ -266,3 +266,47 @@ def test_pos_check_rejects_a_candidate_outside_the_words_part_of_speech(settings
     plain, strict = PosCheck(Tagger(), True), PosCheck(Tagger(), True, senses=WordNetPos(lexicon(settings).wordnet))
     assert plain(original, 2, "dearth") and not strict(original, 2, "dearth")
     assert strict(original, 2, "misses")
+
+
+class FakeContext:
+    """Scores a replacement by a hash of the word: some fall under any threshold, none depends on the text."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[int, str]] = []
+
+    def scores(self, words, i, replacements):
+        self.asked += [(i, r) for r in replacements]
+        return np.array([(sum(map(ord, r)) % 10) / 10 for r in replacements])
+
+
+def test_min_context_cos_drops_every_candidate_below_it(tiny_model, settings):  # noqa: F811
+    from robench.attacks.textfooler import TextFoolerParams, attack_with
+    from test_attacks import fake_textfooler_resources, make_ctx, new_victim
+
+    def run(threshold):
+        res = fake_textfooler_resources()
+        res.context = FakeContext()
+        params = TextFoolerParams(window=5, skip_shorter_than_window=False, concurrency=8,
+                                  min_context_cos=threshold)
+        ctx = make_ctx(settings, new_victim(tiny_model), 32, labels_from=new_victim(tiny_model))
+        return attack_with(ctx, params, res), res.context
+
+    off, unused = run(None)
+    strict, scorer = run(0.5)
+    assert not unused.asked and scorer.asked
+    changed = [new for r in strict for _, new in (swaps(r.original_text, r.perturbed_text) or [])]
+    assert changed and all((sum(map(ord, w.lower())) % 10) / 10 >= 0.5 for w in changed)
+    assert [r.perturbed_text for r in off] != [r.perturbed_text for r in strict]
+
+
+@pytest.mark.integration
+def test_context_similarity_tells_a_sense_error_from_a_synonym(settings):
+    """The real packaged MiniLM: in "a witty script", "screenplay" stays closer to "script" than "hand" does,
+    and a word against itself scores 1."""
+    from robench.engine.resources.context import context_similarity
+
+    scorer = context_similarity(settings, "cpu")
+    words = "a devilishly witty script by heather mcgowan".split()
+    same, screenplay, hand = scorer.scores(words, 3, ["script", "screenplay", "hand"])
+    assert same == pytest.approx(1.0, abs=1e-4) and screenplay > hand
+    assert scorer.info["name"] == "minilm-context-similarity"

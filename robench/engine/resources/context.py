@@ -1,0 +1,66 @@
+"""Contextual word similarity: how alike a word and its substitute are in their own sentence.
+
+A listed synonym can be the wrong sense in context ("a witty script" -> "a spiritual script", "the script" ->
+"the hand"): the lists and the sentence encoder's 15-word windows both let it pass. This scores a swap by the
+packaged MiniLM (the all-MiniLM-L6-v2 weights the sentence encoder uses): the cosine between its last-layer
+states at the word, mean over the word's pieces, in the text before and after the swap (at most `context`
+words either side, so that no text is cut). It is the token-level half of BERTScore (Zhang et al., ICLR 2020),
+one word at a time.
+
+Measured on 160 hand-read successful TextFooler swaps (results/evidence-cpu/swap-reading, docs/attacks.md
+"Reading the swaps"): it separates the meaning-keeping swaps from the others with AUC 0.73, better than the
+synonym table's cosine (0.67) or the number of lists naming the pair (0.56).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+import numpy as np
+
+from robench.core.paths import Settings
+
+
+class ContextSimilarity:
+    """`scores(words, i, replacements)`: per replacement, the contextual cosine at word i (see the module)."""
+
+    def __init__(self, model, tokenizer, device, info: dict, context: int = 20) -> None:
+        self.model, self.tokenizer, self.device, self.info, self.context = model, tokenizer, device, info, context
+
+    def scores(self, words: Sequence[str], i: int, replacements: Sequence[str]) -> np.ndarray:
+        import torch
+
+        from robench.core.device import autocast
+
+        if not replacements:
+            return np.zeros(0, dtype=np.float32)
+        start = max(i - self.context, 0)
+        window, at = list(words[start:i + self.context + 1]), i - start
+        texts = [window] + [window[:at] + [r] + window[at + 1:] for r in replacements]
+        batch = self.tokenizer(texts, is_split_into_words=True, padding=True, return_tensors="pt")
+        with torch.inference_mode(), autocast(self.device):
+            states = self.model(**batch.to(self.device)).last_hidden_state.float()
+        rows = []
+        for b in range(len(texts)):
+            pieces = [t for t, w in enumerate(batch.word_ids(b)) if w == at]
+            rows.append(states[b, pieces].mean(0))
+        vectors = torch.nn.functional.normalize(torch.stack(rows), dim=-1)
+        return (vectors[1:] @ vectors[0]).clamp(-1, 1).cpu().numpy()
+
+
+@functools.lru_cache(maxsize=8)  # loaded once per process
+def context_similarity(settings: Settings, device=None) -> ContextSimilarity:
+    """The packaged MiniLM as a contextual word scorer (offline; `settings` keys the per-process cache)."""
+    import torch
+    from transformers import AutoModel
+
+    from robench.core.device import pick_device
+    from robench.training.backbones import load_tokenizer, resolve_backbone
+
+    backbone = resolve_backbone("minilm")
+    device = pick_device("auto") if device is None else torch.device(device)
+    model = AutoModel.from_pretrained(backbone.location).to(device).eval()
+    info = {"name": "minilm-context-similarity", "origin": f"{backbone.fingerprint} (all-MiniLM-L6-v2 weights), "
+            "cosine of the last hidden states at the swapped word, mean over its word pieces",
+            "substitute": False}
+    return ContextSimilarity(model, load_tokenizer(backbone.location), device, info)
