@@ -205,9 +205,10 @@ def test_lazy_similarity_gives_the_straightforward_result_with_the_lexicon_sourc
     """The lazy-versus-eager equivalence (tests/test_attacks.py) with the default source's real candidates, with
     and without the part-of-speech-in-context check."""
     from robench.attacks.textfooler import TextFoolerParams, TextFoolerResources, attack_with
+    from test_attacks import FakeEncoder, FakeTagger, make_ctx, new_victim
+
     from robench.engine.resources.lexicon import lexicon
     from robench.engine.substitution import WordNetPos
-    from test_attacks import FakeEncoder, FakeTagger, make_ctx, new_victim
 
     senses = WordNetPos(lexicon(settings).wordnet) if wordnet_pos else None
 
