@@ -63,7 +63,7 @@ Deviations (every one of them on purpose; all are recorded in the run record):
   value, a candidate must also keep the packaged MiniLM's last-layer state at the
   word within that cosine of the original's (`robench.engine.resources.context`);
   at 0.6 the share of successful swaps read as meaning-preserving rises from 43%
-  to 71% and the success rate falls from 71% to 30% (bert, docs/attacks.md);
+  to 71% and the success rate falls from 71% to 29% (bert, docs/attacks.md);
 * sentence similarity: the packaged MiniLM (all-MiniLM-L6-v2) instead of the
   Universal Sentence Encoder; the paper's threshold is mapped to MiniLM by
   `robench.engine.resources` (`threshold_for(0.840845057, "angular")`, see its docs);

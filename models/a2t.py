@@ -57,7 +57,9 @@ Deviations (each on purpose):
 * `a2t_attack="textfooler"` is not the paper's attack but its baselines' (the A2T paper compares with adversarial
   training on TextFooler's examples): TextFooler's search and constraints in place of A2T's, with the candidate
   budget of the a2t_* parameters (for training against the evaluation attack's own budget, e.g. k 50, no
-  cosine floor, 30% of the words: TextDefender's);
+  cosine floor, 30% of the words: TextDefender's); it keeps TextFooler's paper POS rule, without the evaluation
+  attack's part-of-speech-in-context check (`wordnet_pos`, added after the positive control was measured) and
+  without its optional contextual filter, so the control's checkpoints stay those it was measured on;
 * robench's shared training settings (AdamW, linear warm-up 10%, weight decay 0.01, clipping 1.0) instead of
   the A2T script's (lr 5e-5, 100-500 warm-up steps, batch 8-32, 4 epochs), and the MiniLM backbone; the
   epochs come from the run (`--epochs`), so `--epochs 4` gives the paper's 1 clean + 3 adversarial epochs.
