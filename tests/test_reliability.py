@@ -262,6 +262,21 @@ def test_a_binary_partial_file_is_discarded(settings, tiny_backbone, caplog):
     assert "not UTF-8" in caplog.text and resumed.metrics == full.metrics and _rows(store) == rows
 
 
+def test_a_partial_attack_made_under_other_hyperparameters_is_not_resumed(tmp_path, caplog):
+    """A changed recipe default keeps the run id, so each partial line names the hyperparameters it was made
+    with; a resume under others starts over (lines without the name, from before it existed, included)."""
+    store = RunStore(tmp_path, "run")
+    results = [ExampleResult(i, 1, f"t{i}", f"t{i}", 1, 1, "failed") for i in range(3)]
+    for r in results[:2]:
+        store.append(r, {"made_with": "aaaa"})
+    assert list(store.load_partial(made_with="aaaa")) == [0, 1]
+    with caplog.at_level(logging.WARNING, "robench"):
+        assert list(store.load_partial(made_with="bbbb")) == []
+    assert "attacked with other hyperparameters" in caplog.text and not store.partial_path.exists()
+    store.append(results[2])  # no name: made before partial lines carried one
+    assert list(store.load_partial(made_with="aaaa")) == []
+
+
 def test_a_half_written_last_line_is_cut_so_the_next_result_is_kept(tmp_path):
     store = RunStore(tmp_path, "run")
     results = [ExampleResult(i, 1, f"t{i}", f"t{i}", 1, 1, "failed") for i in range(3)]

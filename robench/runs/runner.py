@@ -25,7 +25,7 @@ from robench.engine.words import join_fields
 from robench.runs.estimate import CostEstimate, estimate
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.spec import RunSpec
-from robench.runs.store import RunStore, git_commit, now, package_versions
+from robench.runs.store import RunStore, git_commit, hyperparameters_hash, now, package_versions
 from robench.training.given import load_victim
 from robench.training.loop import TrainedModel, checkpoint_key, fine_tune, is_cached
 
@@ -170,13 +170,15 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
                         console)
     if force:
         store.partial_path.unlink(missing_ok=True)
-    done = ctx.done = store.load_partial(_matches(eval_data, task))
+    made_with = hyperparameters_hash(resolved.hyperparameters())
+    done = ctx.done = store.load_partial(_matches(eval_data, task), made_with)
 
     def record_progress(result: ExampleResult) -> None:  # the cost so far travels with each result
         if result.status == "error":  # an error is not a result: a resumed attack tries the example again
             return
         store.append(result, {"attack_seconds": done.attack_seconds + time.perf_counter() - start,
-                              "victim_queries": done.victim_queries + model.victim.model_evaluations})
+                              "victim_queries": done.victim_queries + model.victim.model_evaluations,
+                              "made_with": made_with})
 
     ctx.record = record_progress
     try:

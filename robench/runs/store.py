@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, get_args
 
 from robench.core.files import NO_SPACE, atomic_write, disk_full_error
+from robench.core.hashing import content_hash
 from robench.core.records import (
     RECORD_FORMAT,
     RunRecord,
@@ -80,7 +81,7 @@ class Partial(dict[int, ExampleResult]):
     victim_queries: int = 0  # likewise, model queries
 
 
-PROGRESS_KEYS = ("attack_seconds", "victim_queries")  # carried on each partial line besides the result
+PROGRESS_KEYS = ("attack_seconds", "victim_queries", "made_with")  # carried on each partial line besides the result
 STATUSES = frozenset(get_args(Status))
 
 
@@ -112,11 +113,13 @@ class RunStore:
             return None
         return record
 
-    def load_partial(self, check: Callable[[ExampleResult], str | None] | None = None) -> Partial:
+    def load_partial(self, check: Callable[[ExampleResult], str | None] | None = None,
+                     made_with: str | None = None) -> Partial:
         """The finished examples of an interrupted attempt. A half-written last line is cut off the file
         (so the next append starts a fresh line); a file that is unreadable, has a bad line, a repeated
-        index, an unknown status, or a result `check` rejects (it returns the reason) is discarded with a
-        warning: the attack then starts over."""
+        index, an unknown status, a result `check` rejects (it returns the reason), or, given `made_with` (the
+        hash of the run's resolved hyperparameters, `hyperparameters_hash`), a line appended under other
+        hyperparameters is discarded with a warning: the attack then starts over."""
         if not self.partial_path.is_file():
             return Partial()
         data = self.partial_path.read_bytes()
@@ -124,7 +127,7 @@ class RunStore:
         if len(complete) < len(data):  # cut short by an interruption
             os.truncate(self.partial_path, len(complete))
         try:
-            return _parse_partial(complete, check)
+            return _parse_partial(complete, check, made_with)
         except ValueError as exc:
             log.warning("discarding %s: %s; the attack starts over", self.partial_path, exc)
             self.partial_path.unlink(missing_ok=True)
@@ -174,7 +177,13 @@ def _differing(recorded: Any, expected: Any) -> list[str]:
     return [] if recorded == expected else ["*"]
 
 
-def _parse_partial(data: bytes, check: Callable[[ExampleResult], str | None] | None) -> Partial:
+def hyperparameters_hash(hyperparameters: dict[str, Any]) -> str:
+    """What a partial line carries so that a resume under other hyperparameters is refused."""
+    return content_hash(json.loads(json.dumps(hyperparameters, default=str)), length=16)
+
+
+def _parse_partial(data: bytes, check: Callable[[ExampleResult], str | None] | None,
+                   made_with: str | None = None) -> Partial:
     """Parse partial lines; any problem is a ValueError naming the line."""
     partial = Partial()
     try:
@@ -189,6 +198,8 @@ def _parse_partial(data: bytes, check: Callable[[ExampleResult], str | None] | N
         except (json.JSONDecodeError, TypeError, AttributeError) as exc:
             raise ValueError(f"line {number} is not an example result ({exc})") from None
         problem = _problem(result, partial) or (check(result) if check is not None else None)
+        if problem is None and made_with is not None and progress.get("made_with") != made_with:
+            problem = "it was attacked with other hyperparameters"
         if problem:
             raise ValueError(f"line {number}: {problem}")
         partial[result.index] = result
