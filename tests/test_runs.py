@@ -11,7 +11,7 @@ from robench.core.hashing import content_hash
 from robench.core.records import RECORD_FORMAT
 from robench.engine.words import split_words
 from robench.report.leaderboard import write_leaderboard
-from robench.runs.store import RunStore
+from robench.runs.store import RunStore, hyperparameters_hash
 
 
 def test_run_writes_record_and_csv(settings, tiny_backbone):
@@ -121,7 +121,7 @@ def test_interrupted_attack_resumes_with_same_numbers(settings, tiny_backbone):
         for row in rows[:10]:
             typed = {f.name: int(row[f.name]) if f.type == "int" else row[f.name]
                      for f in dataclasses.fields(robench.core.types.ExampleResult)}
-            fh.write(json.dumps(typed) + "\n")
+            fh.write(json.dumps({**typed, "made_with": hyperparameters_hash(full.hyperparameters)}) + "\n")
         fh.write('{"index": 10, "lab')
     resumed = robench.run(spec, settings, device="cpu")
     assert resumed.metrics == full.metrics
