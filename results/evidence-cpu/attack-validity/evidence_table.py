@@ -1,6 +1,8 @@
 """The before/after table of docs/attacks.md#valid-attacks: per model and word-level attack, the old records
 (results/reference/runs: counter-fitted GloVe-50d, no budget, no antonym filter) against the new ones (this
-folder's runs: the `lexicon` source, the textdefender budget, BERT-Attack's antonym filter), 100 SST-2 dev
+folder's runs: the `lexicon` source, the textdefender budget, BERT-Attack's antonym filter; and, as
+"textdefender + wordnet_pos", results/evidence-cpu/pos-in-context: the same checkpoints under today's default,
+with the part-of-speech-in-context check), 100 SST-2 dev
 examples (eval_seed 0) x the training seeds present. Accuracy under attack and success rate with the 95%
 intervals of robench.report.stats (seeds and examples resampled, docs/statistics.md); the swap audit pooled over
 seeds (robench.engine.audit; the old records audited from their CSVs). Writes evidence_table.json and prints
@@ -20,18 +22,25 @@ from robench.report.compare import outcomes
 from robench.report.stats import outcome_matrix, proportion_intervals
 
 HERE = Path(__file__).resolve().parent
-OLD, NEW = HERE.parents[1] / "reference" / "runs", HERE / "runs"
+OLD, NEW, POS = HERE.parents[1] / "reference" / "runs", HERE / "runs", HERE.parent / "pos-in-context" / "runs"
 ATTACKS = ("textfooler", "gradient-swap", "bert-attack")
 OLD_LISTS = {"textfooler": ["ppdb"], "gradient-swap": ["ppdb"], "bert-attack": []}
 
 
-def groups(runs: Path) -> dict[tuple[str, str, str], list]:
-    """(model, attack, budget setting) -> records; the old records have no setting ("")."""
-    out = defaultdict(list)
-    for rec in iter_records(runs):
-        if rec.spec["attack"] in ATTACKS and rec.spec.get("eval_size") == 100:
-            budget = (rec.hyperparameters.get("attack") or {}).get("budget", "")
-            out[(rec.spec["model"], rec.spec["attack"], budget)].append(rec)
+def setting(rec) -> str:
+    """The budget setting, with " + wordnet_pos" when the part-of-speech-in-context check was on."""
+    params = rec.hyperparameters.get("attack") or {}
+    return params.get("budget", "") + (" + wordnet_pos" if params.get("wordnet_pos") else "")
+
+
+def groups(*folders: Path) -> dict[tuple[str, str, str], list]:
+    """(model, attack, setting) -> (folder, records); the old records have no setting ("")."""
+    out = defaultdict(lambda: (None, []))
+    for runs in folders:
+        for rec in iter_records(runs):
+            if rec.spec["attack"] in ATTACKS and rec.spec.get("eval_size") == 100:
+                key = (rec.spec["model"], rec.spec["attack"], setting(rec))
+                out[key] = (runs, out[key][1] + [rec])
     return out
 
 
@@ -47,7 +56,7 @@ def summary(runs: Path, records: list, lex, lists) -> dict:
             "avg_queries": sum(r.metrics["avg_queries"] for r in records) / len(records),
             "audit": {"swaps": a.swaps, "rates": a.rates, "antonym_example_rate": a.antonym_example_rate,
                       "resource_rates": a.resource_rates},
-            "budget": (records[0].hyperparameters.get("attack") or {}).get("budget", "old attack"),
+            "budget": setting(records[0]) or "old attack",
             "mlm_heldout": (records[0].resources.get("attack") or {}).get("masked_lm_heldout_accuracy")}
 
 
@@ -57,16 +66,20 @@ def pct(x) -> str:
 
 def main() -> None:
     lex = lexicon(resolve_settings())
-    old, new = groups(OLD), groups(NEW)
+    old, new = groups(OLD), groups(NEW, POS)
     table = {}
-    for key in sorted(new, key=lambda k: (k[0] != "bert", k[0], ATTACKS.index(k[1]), k[2] != "textdefender")):
+    order, printed = ("textdefender", "textdefender + wordnet_pos", "morris2020"), set()
+    for key in sorted(new, key=lambda k: (k[0] != "bert", k[0], ATTACKS.index(k[1]), order.index(k[2]))):
         model, attack, budget = key
-        seeds = {r.spec["seed"] for r in new[key]}
-        before = summary(OLD, [r for r in old[(model, attack, "")] if r.spec["seed"] in seeds], lex,
+        folder, records = new[key]
+        seeds = {r.spec["seed"] for r in records}
+        before = summary(OLD, [r for r in old[(model, attack, "")][1] if r.spec["seed"] in seeds], lex,
                          OLD_LISTS[attack])
-        after = summary(NEW, new[key], lex, [] if attack == "bert-attack" else ["alzantot", "ppdb", "wordnet"])
+        after = summary(folder, records, lex, [] if attack == "bert-attack" else ["alzantot", "ppdb", "wordnet"])
         table[f"{model} {attack} {budget}"] = {"before": before, "after": after}
-        for name, s in (("before", before), ("after", after)):
+        rows = [("after", after)] if (model, attack) in printed else [("before", before), ("after", after)]
+        printed.add((model, attack))
+        for name, s in rows:
             r, su, au = s["robust_accuracy"], s["attack_success_rate"], s["audit"]
             print(f"| {model} | {attack} | {name} ({s['budget']}) | {','.join(map(str, s['seeds']))} | "
                   f"{pct(r['value'])} [{pct(r['low'])}, {pct(r['high'])}] | "
