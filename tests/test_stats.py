@@ -22,6 +22,7 @@ from robench.report.stats import (
     exact_sign_pvalue,
     holm,
     outcome_matrix,
+    paired_arrays,
     paired_test,
     ratio_interval,
     verdict,
@@ -95,6 +96,18 @@ def test_crossed_variance_of_an_additive_table():
     assert var == pytest.approx(a.var(ddof=1) / 3 + b.var(ddof=1) / 5)
     seed_part, example_part = 5 * a.var(ddof=1), 3 * b.var(ddof=1)  # the mean squares; residual 0
     assert df == pytest.approx((seed_part + example_part) ** 2 / (seed_part ** 2 / 2 + example_part ** 2 / 4))
+
+
+def test_tied_seed_means_do_not_give_a_zero_width_interval():
+    """Two seeds with the same mean difference (+2 of 148 each) but different examples: the cells vary, so the
+    interval has width and p > 0 (found on v3 AdvGLUE records: "+1.4 [+1.4, +1.4], p 0" at 2 seeds)."""
+    diffs = np.zeros((2, 148), dtype=np.int64)
+    diffs[0, [3, 50, 90]] = 1
+    diffs[0, 7] = -1
+    diffs[1, [10, 11]] = 1
+    value, low, high, se, df, p = (float(x) for x in paired_arrays(diffs))
+    assert value == pytest.approx(2 / 148) and se > 0 and low < value < high and 0 < p < 1
+    assert float(crossed_variance(np.ones((3, 5)))[0]) == 0.0  # every cell alike: no variance, as before
 
 
 def test_without_an_example_effect_the_test_is_the_t_test_on_the_seed_means():

@@ -123,7 +123,8 @@ def mean_squares(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def crossed_variance(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Variance of the grand mean of complete (..., S, n) tables under crossed random seed and example effects,
-    and its Satterthwaite degrees of freedom (S - 1 when the example part is dropped; NaN for a zero variance).
+    and its Satterthwaite degrees of freedom (S - 1 when the example part is dropped; NaN for a zero variance:
+    every cell alike).
 
     var = (MS_seed + max(0, MS_example - MS_residual)) / (S n): MS_seed / (S n) estimates
     sigma_seed^2 / S + sigma_residual^2 / (S n) and (MS_example - MS_residual) / (S n) estimates
@@ -138,6 +139,11 @@ def crossed_variance(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         example_part > 0, ms_example ** 2 / (n - 1) + ms_residual ** 2 / ((seeds - 1) * (n - 1)), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(denominator > 0, total ** 2 / denominator, np.nan)
+    # Seeds whose means tie exactly (likely at 2-3 seeds) with the example part truncated leave no variance
+    # although the cells vary: the residual, which is part of every seed mean's variance, stands in for it.
+    degenerate = (total <= 1e-12 * (ms_example + ms_residual)) & (ms_residual > 0)
+    total = np.where(degenerate, ms_residual, total)
+    df = np.where(degenerate, float((seeds - 1) * (n - 1)), df)
     return total / (seeds * n), df
 
 
