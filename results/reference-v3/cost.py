@@ -1,0 +1,46 @@
+"""The measured cost per cell kind of the v3 reference (docs/reference.md, "v3: measured cost"): from every
+record in results/reference-v3/runs, per model the training seconds of its checkpoints (3,000 sentences x 2
+epochs; each checkpoint counted once) and per model and attack the attack seconds per example, as min-max over
+the records. One thread each, on the 2-core machine shared with other work, so the spread is mostly load.
+
+    python results/reference-v3/cost.py        # prints the markdown table; needs no data dir
+"""
+import json
+from collections import defaultdict
+from pathlib import Path
+
+RUNS = Path(__file__).resolve().parent / "runs"
+ATTACKS = ("advglue", "textfooler", "bert-attack", "gradient-swap")
+
+
+def span(values: list[float], digits: int) -> str:
+    if not values:
+        return "–"
+    lo, hi = min(values), max(values)
+    return f"{lo:.{digits}f}" if round(lo, digits) == round(hi, digits) else f"{lo:.{digits}f}-{hi:.{digits}f}"
+
+
+def main() -> None:
+    train: dict[str, dict[str, float]] = defaultdict(dict)  # model -> checkpoint -> seconds
+    attack: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for path in sorted(RUNS.glob("*.json")):
+        record = json.loads(path.read_text())
+        spec, timings = record["spec"], record["timings"]
+        if spec.get("train_size") != 3000:
+            continue  # the low-resource and QNLI grids are sized apart
+        train[spec["model"]][record["checkpoint"]] = timings["train_seconds"]
+        examples = record["metrics"].get("examples") or spec["eval_size"] or 148
+        attack[(spec["model"], spec["attack"])].append(timings["attack_seconds"] / examples)
+    models = sorted(train, key=lambda m: ["bert", "a2t", "imbert", "freelb", "smart", "pgd", "ascc",
+                                          "safer"].index(m) if m in ("bert", "a2t", "imbert", "freelb", "smart",
+                                                                     "pgd", "ascc", "safer") else 99)
+    print("| cell | " + " | ".join(models) + " |")
+    print("|---|" + "---|" * len(models))
+    print("| checkpoints trained | " + " | ".join(str(len(train[m])) for m in models) + " |")
+    print("| train 3,000 x 2 epochs, s | " + " | ".join(span(list(train[m].values()), 0) for m in models) + " |")
+    for a in ATTACKS:
+        print(f"| {a}, s per example | " + " | ".join(span(attack[(m, a)], 2) for m in models) + " |")
+
+
+if __name__ == "__main__":
+    main()
