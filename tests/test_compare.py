@@ -105,6 +105,20 @@ def test_compare_finds_a_planted_difference_and_not_identical_models(tmp_path):
     assert worse.seeds == (0, 1, 2, 3, 4) and worse.examples == 200
     assert not same.significant and same.p_value == 1.0
     assert same.verdict == "not distinguishable from the baseline"
+    assert 0 < worse.detectable < 0.2  # the planted 20 points were well within reach
+
+
+def test_detectable_difference_is_found_with_80_percent_power(tmp_path):
+    """What the column promises: a true difference of `detectable` points is found about 80% of the time by
+    the same paired test on fresh seeds x examples (simulated from one fitted se and df)."""
+    from robench.report.stats import detectable_difference, t_pvalue
+
+    rng = np.random.default_rng(0)
+    se, df = 0.02, 12.0
+    effect = detectable_difference(se, df)
+    estimates = effect + se * rng.standard_t(df, size=20_000)
+    power = float(np.mean(t_pvalue(estimates, np.full_like(estimates, se), np.full_like(estimates, df)) < 0.05))
+    assert power == pytest.approx(0.8, abs=0.02)
 
 
 def test_the_family_is_every_comparison_and_holm_decides(tmp_path):

@@ -1,5 +1,7 @@
 """robench.report.stats against known answers: degenerate data, the Wilson interval, the crossed random-effects
 variance, the paired t test, Holm's adjustment and the exact sign test."""
+import math
+
 import numpy as np
 import pytest
 from scipy.stats import binomtest, ttest_1samp
@@ -19,6 +21,7 @@ from robench.report.stats import (
     SKIPPED,
     SUCCESSFUL,
     crossed_variance,
+    detectable_difference,
     exact_sign_pvalue,
     holm,
     outcome_matrix,
@@ -96,6 +99,13 @@ def test_crossed_variance_of_an_additive_table():
     assert var == pytest.approx(a.var(ddof=1) / 3 + b.var(ddof=1) / 5)
     seed_part, example_part = 5 * a.var(ddof=1), 3 * b.var(ddof=1)  # the mean squares; residual 0
     assert df == pytest.approx((seed_part + example_part) ** 2 / (seed_part ** 2 / 2 + example_part ** 2 / 4))
+
+
+def test_detectable_difference_known_answers():
+    """(z_0.975 + z_0.8) x se on a normal reference, wider on few degrees of freedom, nan without a test."""
+    assert detectable_difference(0.01, float("inf")) == pytest.approx(0.01 * (1.959964 + 0.841621), rel=1e-5)
+    assert detectable_difference(0.01, 3) > detectable_difference(0.01, 30) > detectable_difference(0.01, 1e9)
+    assert math.isnan(detectable_difference(float("nan"), 4)) and math.isnan(detectable_difference(0.0, 4))
 
 
 def test_tied_seed_means_do_not_give_a_zero_width_interval():

@@ -25,11 +25,13 @@ def cmd_compare(args) -> None:
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
                         f"examples (95% t interval and p-value under crossed seed x example effects; Holm over the "
-                        f"family of {family} comparisons; a verdict needs {MIN_SEEDS} seeds)")
+                        f"family of {family} comparisons; a verdict needs {MIN_SEEDS} seeds; detectable: the "
+                        f"difference one such test finds with 80% power at alpha 0.05)")
     audit = ("swaps syn/ant/unl % (model | baseline)",)  # the validity audit (robench.report.validity)
-    for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "p", "Holm p",
-                 "verdict", *audit):
-        table.add_column(name, justify="right" if name in ("seeds", "examples", "p", "Holm p") else "left",
+    for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "detectable",
+                 "p", "Holm p", "verdict", *audit):
+        table.add_column(name, justify="right" if name in ("seeds", "examples", "detectable", "p", "Holm p")
+                         else "left",
                          no_wrap=name == "verdict")
     order = sorted(found, key=lambda c: (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                          c.setting.spec["model"]))
@@ -38,7 +40,7 @@ def cmd_compare(args) -> None:
         table.add_row(*(plain(v) for v in (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                            c.setting.spec["model"])),  # names from records: no markup, no controls
                       " ".join(map(str, c.seeds)), str(c.examples),
-                      _interval(d), _p(c.p_value), _p(c.adjusted_p), c.verdict,
+                      _interval(d), _points(c.detectable), _p(c.p_value), _p(c.adjusted_p), c.verdict,
                       f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
     Console(width=200).print(table)
     if not found:
@@ -54,6 +56,10 @@ def _interval(d) -> str:
     if d.low != d.low:  # one matched seed: no interval
         return f"{100 * d.value:+.1f}"
     return f"{100 * d.value:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+
+
+def _points(value: float) -> str:
+    return "–" if value != value else f"{100 * value:.1f}"
 
 
 def _p(value: float) -> str:

@@ -31,6 +31,7 @@ from robench.report.stats import (
     SUCCESSFUL,
     Estimate,
     PairedTest,
+    detectable_difference,
     holm,
     outcome_matrix,
     paired_test,
@@ -99,6 +100,7 @@ class Comparison:
     p_value: float  # two-sided, unadjusted (nan without two seeds); closed form, no Monte-Carlo error
     adjusted_p: float = float("nan")  # Holm over the family (`compare`)
     family: int = 0  # comparisons in the family
+    detectable: float = float("nan")  # the difference found with 80% power at ALPHA (one comparison)
 
     @property
     def verdict(self) -> str:
@@ -160,7 +162,8 @@ def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison | 
         value = float((complete - SAME).mean()) if complete.size else float("nan")
         nan = float("nan")
         return Comparison(setting, baseline, tuple(pairs), complete.shape[1], Estimate(value, nan, nan), nan)
-    return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value)
+    return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value,
+                      detectable=detectable_difference(test.se, test.df))
 
 
 def _eval_hash(record: RunRecord) -> str | None:

@@ -184,6 +184,14 @@ def paired_test(codes: np.ndarray, confidence: float = CONFIDENCE) -> PairedTest
     return PairedTest(Estimate(value, low, high), se, df, p, seeds, n)
 
 
+def detectable_difference(se: float, df: float, power: float = 0.8, alpha: float = ALPHA) -> float:
+    """The smallest true difference a two-sided test at `alpha` finds with probability `power`, given the
+    comparison's standard error and degrees of freedom: (t_{1-alpha/2} + t_{power}) x se (nan without them)."""
+    if not (se == se and df == df) or se <= 0:
+        return float("nan")
+    return float((scipy_stats.t.ppf(1 - alpha / 2, df) + scipy_stats.t.ppf(power, df)) * se)
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (Holm 1979), in the order given: the family is every p-value given."""
     p = np.asarray(p_values, dtype=np.float64)
