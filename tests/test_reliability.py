@@ -29,7 +29,7 @@ from robench.core.types import ExampleResult
 from robench.data.fingerprint import files_fingerprint
 from robench.runs.resolve import resolve_run
 from robench.runs.spec import RunSpec, TrainConfig
-from robench.runs.store import RunStore
+from robench.runs.store import RunStore, hyperparameters_hash
 from robench.training.loop import RECORD, WEIGHTS, checkpoint_key
 
 
@@ -214,14 +214,16 @@ def test_nan_loss_stops_training_and_saves_nothing(settings, tiny_backbone, monk
 
 # --- 3. partial files ------------------------------------------------------------------------
 
-def _interrupted_partial(store: RunStore, rows: list[dict], extra: str = "") -> None:
+def _interrupted_partial(store: RunStore, rows: list[dict], extra: str = "", made_with: str = "") -> None:
+    """The first 10 rows as partial lines made under `made_with` (the run's hyperparameters), then `extra` (a
+    JSON object line gets the same `made_with`, so that only its own fault can make it not belong)."""
     from dataclasses import fields
 
     with open(store.partial_path, "w", encoding="utf-8") as fh:
         for row in rows[:10]:
-            fh.write(json.dumps({f.name: int(row[f.name]) if f.type == "int" else row[f.name]
-                                 for f in fields(ExampleResult)}) + "\n")
-        fh.write(extra)
+            fh.write(json.dumps({**{f.name: int(row[f.name]) if f.type == "int" else row[f.name]
+                                    for f in fields(ExampleResult)}, "made_with": made_with}) + "\n")
+        fh.write(extra.replace("{", f'{{"made_with": "{made_with}", ', 1) if extra.startswith("{") else extra)
 
 
 @pytest.mark.parametrize("extra", [
@@ -242,10 +244,11 @@ def test_a_partial_file_that_does_not_belong_is_discarded(settings, tiny_backbon
     store = RunStore(settings.runs_dir, full.run_id)
     rows = _rows(store)
     store.record_path.unlink()
-    _interrupted_partial(store, rows, extra)
+    _interrupted_partial(store, rows, extra, hyperparameters_hash(full.hyperparameters))
     with caplog.at_level(logging.WARNING, "robench"):
         resumed = robench.run(spec, settings, device="cpu")
     assert "discarding" in caplog.text and "the attack starts over" in caplog.text
+    assert "other hyperparameters" not in caplog.text  # discarded for its own fault
     assert resumed.metrics == full.metrics and _rows(store) == rows
     assert resumed.metrics["examples"] == 24 and resumed.timings["resumed_examples"] == 0
 

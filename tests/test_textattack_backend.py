@@ -21,7 +21,7 @@ from robench.core.paths import resolve_settings
 from robench.core.types import ExampleResult
 from robench.data.loading import load_split, subset
 from robench.runs.resolve import resolve_run
-from robench.runs.store import RunStore
+from robench.runs.store import RunStore, hyperparameters_hash
 
 
 @pytest.fixture(scope="module")
@@ -320,7 +320,8 @@ def test_deepwordbug_end_to_end_with_budget_and_resume(settings, tiny_backbone):
     planted = ExampleResult(index=0, label=first["label"], original_text=first["sentence"], perturbed_text="x",
                             original_prediction=1, perturbed_prediction=1, status="failed", queries=3, num_words=1)
     store = RunStore(settings.runs_dir, resolved.spec.run_id)
-    store.append(planted)  # as if an interrupted attempt had finished example 0
+    store.append(planted, {"made_with": hyperparameters_hash(resolved.hyperparameters())})  # as if an
+    # interrupted attempt had finished example 0
     record = robench.run(spec, settings, device="cpu")
     rows = _rows(settings, record)
     assert len(rows) == 6 and rows[0]["perturbed_text"] == "x"  # example 0 was not attacked again
