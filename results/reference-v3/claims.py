@@ -1,0 +1,66 @@
+"""IM-BERT's seed claims tested on the v3 records (docs/reference.md, "v3: the claims"): per claim, imbert minus
+bert in accuracy under attack, paired over matched seeds and the shared examples (robench.report.compare), its
+95% interval, p, the difference detectable with 80% power, and the verdict against the claimed size:
+
+* confirmed: more robust (p < 0.05 over the claims tested here, Holm) and the interval holds the claim;
+* refuted: the interval excludes the claimed size;
+* not distinguishable: neither; the detectable difference says what the protocol could have seen;
+* insufficient seeds: fewer than MIN_SEEDS matched seeds (no verdict).
+
+    python results/reference-v3/claims.py      # needs no data dir
+"""
+import json
+from pathlib import Path
+
+from robench.core.records import iter_records
+from robench.report.compare import compare, group_settings, with_holm
+from robench.report.stats import MIN_SEEDS
+
+RUNS = Path(__file__).resolve().parent / "runs"
+CLAIMS = [  # (name, attack, training sentences, claimed points: the IM-BERT paper, arXiv 2505.06889)
+    ("AdvGLUE-sst2, +8.3 points (3,000 sentences)", "advglue", 3000, 8.3),
+    ("low resource, +5.9 points: 1,000 sentences, AdvGLUE", "advglue", 1000, 5.9),
+    ("low resource, +5.9 points: 300 sentences, AdvGLUE", "advglue", 300, 5.9),
+    ("low resource, +5.9 points: 100 sentences, AdvGLUE", "advglue", 100, 5.9),
+]
+
+
+def verdict(c, claimed: float) -> str:
+    d = c.difference
+    if len(c.seeds) < MIN_SEEDS:
+        return "insufficient seeds"
+    if not d.low <= claimed / 100 <= d.high:
+        return "refuted"
+    return "confirmed" if c.adjusted_p < 0.05 and d.value > 0 else "not distinguishable"
+
+
+def main() -> None:
+    settings = [s for s in group_settings(iter_records(RUNS)) if s.spec["model"] in ("bert", "imbert")
+                and s.spec["task"] == "sst2"]
+    found = compare(settings, RUNS, "bert")
+    rows = []
+    for name, attack, size, claimed in CLAIMS:
+        match = [c for c in found if c.setting.spec["attack"] == attack and c.setting.spec["train_size"] == size]
+        rows.append((name, claimed, match[0] if match else None))
+    tested = with_holm([c for _, _, c in rows if c is not None])
+    by_id = {id(c): t for c, t in zip([c for _, _, c in rows if c is not None], tested)}
+    out = []
+    print("| claim | seeds | examples | imbert - bert, points [95%] | detectable (80%) | p | Holm p | verdict |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, claimed, c in rows:
+        if c is None:
+            print(f"| {name} | – | – | no records yet | – | – | – | – |")
+            out.append({"claim": name, "claimed": claimed, "verdict": "no records"})
+            continue
+        c = by_id[id(c)]
+        d, v = c.difference, verdict(c, claimed)
+        print(f"| {name} | {len(c.seeds)} | {c.examples} | {100 * d.value:+.1f} [{100 * d.low:+.1f}, "
+              f"{100 * d.high:+.1f}] | {100 * c.detectable:.1f} | {c.p_value:.3g} | {c.adjusted_p:.3g} | {v} |")
+        out.append({"claim": name, "claimed": claimed, "seeds": list(c.seeds), "examples": c.examples,
+                    "difference": [d.value, d.low, d.high], "detectable": c.detectable, "p": c.p_value,
+                    "holm_p": c.adjusted_p, "verdict": v})
+    (RUNS.parent / "claims.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
