@@ -16,7 +16,8 @@ audit. Signals, scored against keeps-or-grammar vs changes:
 * contextual cosine: the packaged MiniLM's hidden states (layers 2, 4, 6) at the word, mean over its word
   pieces, the original sentence against the sentence with only this swap;
 * the synonym table's cosine (the counter-fitted GloVe-50d space the `lexicon` source ranks with);
-* how many of the three lists (Alzantot, PPDB, WordNet) name the pair.
+* how many of the three lists (Alzantot, PPDB, WordNet) name the pair; and, over every successful swap of the
+  12 records (not only the ones read), which lists name it.
 """
 import csv
 import json
@@ -43,6 +44,26 @@ def hidden(model, tokenizer, words: list[str], i: int) -> list[torch.Tensor]:
         states = model(**enc, output_hidden_states=True).hidden_states
     pieces = [t for t, w in enumerate(enc.word_ids()) if w == i]
     return [states[layer][0, pieces].mean(0) for layer in (2, 4, 6)]
+
+
+def lists_naming_every_swap(lex) -> dict:
+    """Share of all successful TextFooler swaps of the 12 attack-validity records by the lists that name them."""
+    from robench.engine.audit import swaps
+
+    names: Counter = Counter()
+    for path in sorted((HERE.parent / "attack-validity" / "runs").glob("sst2-*-textfooler-*.csv")):
+        record = json.loads(path.with_suffix(".json").read_text())
+        if record["hyperparameters"]["attack"].get("budget") != "textdefender":
+            continue
+        for row in csv.DictReader(path.open(encoding="utf-8")):
+            if row["status"] == "successful":
+                for old, new in swaps(row["original_text"], row["perturbed_text"]) or []:
+                    named = [s for s in ("alzantot", "ppdb", "wordnet") if new.lower() in lex.synonyms_of(old.lower(),
+                                                                                                        (s,))]
+                    names["+".join(named) or "none"] += 1
+    total = sum(names.values())
+    return {"swaps": total, "by_lists": {k: v / total for k, v in names.most_common()},
+            "named_by_two_or_more": sum(v for k, v in names.items() if "+" in k) / total}
 
 
 def rule(keep: np.ndarray, valid: np.ndarray) -> dict:
@@ -79,7 +100,8 @@ def main() -> None:
            "context_cos_layer6_at": {str(t): rule(ctx[:, 2] >= t, valid) for t in (0.5, 0.6, 0.7, 0.8)},
            "wordnet_pos_and_context_cos_layer6_at": {str(t): rule(pos_ok & (ctx[:, 2] >= t), valid)
                                                      for t in (0.5, 0.6)},
-           "table_cos_at": {str(t): rule(np.array(cos) >= t, valid) for t in (0.8, 0.9)}}
+           "table_cos_at": {str(t): rule(np.array(cos) >= t, valid) for t in (0.8, 0.9)},
+           "every_swap": lists_naming_every_swap(lex)}
     (HERE / "measure.json").write_text(json.dumps(out, indent=1))
     print(json.dumps(out, indent=1))
 
