@@ -25,6 +25,14 @@ CLAIMS = [  # (name, attack, training sentences, claimed points: the IM-BERT pap
 ]
 
 
+def finite(x: float) -> float | None:
+    return None if x != x else x
+
+
+def number(x: float, spec: str) -> str:
+    return "–" if x != x else format(x, spec)
+
+
 def verdict(c, claimed: float) -> str:
     d = c.difference
     if len(c.seeds) < MIN_SEEDS:
@@ -54,11 +62,12 @@ def main() -> None:
             continue
         c = by_id[id(c)]
         d, v = c.difference, verdict(c, claimed)
-        print(f"| {name} | {len(c.seeds)} | {c.examples} | {100 * d.value:+.1f} [{100 * d.low:+.1f}, "
-              f"{100 * d.high:+.1f}] | {100 * c.detectable:.1f} | {c.p_value:.3g} | {c.adjusted_p:.3g} | {v} |")
+        interval = f"{100 * d.value:+.1f}" + ("" if d.low != d.low else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
+        print(f"| {name} | {len(c.seeds)} | {c.examples} | {interval} | {number(100 * c.detectable, '.1f')} | "
+              f"{number(c.p_value, '.3g')} | {number(c.adjusted_p, '.3g')} | {v} |")
         out.append({"claim": name, "claimed": claimed, "seeds": list(c.seeds), "examples": c.examples,
-                    "difference": [d.value, d.low, d.high], "detectable": c.detectable, "p": c.p_value,
-                    "holm_p": c.adjusted_p, "verdict": v})
+                    "difference": [finite(x) for x in (d.value, d.low, d.high)], "detectable": finite(c.detectable),
+                    "p": finite(c.p_value), "holm_p": finite(c.adjusted_p), "verdict": v})
     (RUNS.parent / "claims.json").write_text(json.dumps(out, indent=1))
 
 
