@@ -165,7 +165,7 @@ def _spec_problem(record: RunRecord) -> str | None:
 
 def _hyperparameter_problem(record: RunRecord, hyperparameters: dict[str, Any]) -> str | None:
     """Which recorded hyperparameters differ from the run's resolved ones (compared as JSON), or None."""
-    expected = json.loads(json.dumps(hyperparameters, default=str))
+    expected = _as_recorded(hyperparameters)
     differ = sorted(f"{part}.{name}" for part in sorted(set(expected) | set(record.hyperparameters))
                     for name in _differing(record.hyperparameters.get(part), expected.get(part)))
     return f"it was made with other hyperparameters: {', '.join(differ)}" if differ else None
@@ -179,7 +179,12 @@ def _differing(recorded: Any, expected: Any) -> list[str]:
 
 def hyperparameters_hash(hyperparameters: dict[str, Any]) -> str:
     """What a partial line carries so that a resume under other hyperparameters is refused."""
-    return content_hash(json.loads(json.dumps(hyperparameters, default=str)), length=16)
+    return content_hash(_as_recorded(hyperparameters), length=16)
+
+
+def _as_recorded(hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The hyperparameters as a record stores them (through JSON: tuples become lists, paths strings)."""
+    return json.loads(json.dumps(hyperparameters, default=str))
 
 
 def _parse_partial(data: bytes, check: Callable[[ExampleResult], str | None] | None,
