@@ -11,7 +11,7 @@ export ROBENCH_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup demo test test-deps clean leaderboard-image readme-results
+.PHONY: setup demo test test-deps clean leaderboard-image readme-results reference
 
 setup: $(STAMP)
 
@@ -38,7 +38,21 @@ test: setup test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto --maxprocesses 4
 
-# The README's results table: results/reference/leaderboard.md verbatim (tests/test_reference_leaderboard.py checks it).
+# The reference outputs, regenerated from the committed records after new ones land (tests/test_reference_leaderboard.py
+# checks them byte for byte): per protocol the leaderboard (csv, md, html and the run pages) and compare.txt; the
+# claims' verdicts (results/reference/claims.{md,json}); the measured cost (cost.md); the README's results table.
+REFERENCES := reference reference-lowres
+reference: | setup
+	for name in $(REFERENCES); do \
+	  $(BIN)/robench leaderboard --results-dir results/$$name --baseline bert --html results/$$name/leaderboard.html \
+	    >/dev/null && \
+	  $(BIN)/robench compare --results-dir results/$$name --baseline bert > results/$$name/compare.txt || exit 1; \
+	done
+	$(BIN)/python results/reference/claims.py >/dev/null
+	$(BIN)/python results/reference/cost.py >/dev/null
+	$(BIN)/python bench/readme_results.py
+
+# The README's results table alone: results/reference/leaderboard.md verbatim.
 readme-results: | setup
 	$(BIN)/python bench/readme_results.py
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The syntax evidence of issue 17 on the reference leaderboard's checkpoints (results/grid-reference.toml:
+# The syntax evidence of issue 17 on the v2 reference's checkpoints (results/evidence-cpu/reference-v2/grid.toml:
 # SST-2, 3,000 training examples x 1 epoch, lr 1e-4, batch 16, max length 128; bert, freelb, smart and
 # imbert on layers 0,1,2; seeds 0-2): `robench analyze --syntax` on each of the 12 checkpoints (reused from
 # the cache when the grid trained them, else trained here), then `robench syntax-report`.

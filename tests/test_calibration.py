@@ -9,7 +9,7 @@ import pytest
 from robench.report.calibration import FITTED, fit, reference_outcomes, rejection_rate, sample
 from robench.report.stats import INSUFFICIENT, MIN_SEEDS, paired_arrays, verdict
 
-REFERENCE_RUNS = Path(__file__).resolve().parents[1] / "results" / "reference" / "runs"
+REFERENCE_RUNS = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu" / "reference-v2" / "runs"
 # repetitions per cell: a 5% rate has a Monte-Carlo sd of 0.5 (2,000) or 0.7 points (1,000); the rule's size at
 # 5 and 10 seeds is 4.3-6.2% (docs/statistics.md, 10,000 repetitions), so [2.5%, 7.5%] is 2.5 sd or more away
 REPS = {3: 50, 5: 2000, 10: 1000}

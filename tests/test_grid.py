@@ -96,21 +96,6 @@ def test_bad_toml_file(tmp_path):
         load_config(tmp_path / "missing.toml")
 
 
-def test_reference_grid_is_the_documented_protocol():
-    specs = expand(load_config(REPO / "results" / "grid-reference.toml"))
-    assert len(specs) == 4 * 3 * 4 == len({s.run_id for s in specs})
-    assert {s.task for s in specs} == {"sst2"} and {s.backbone for s in specs} == {"minilm"}
-    assert {s.model for s in specs} == {"bert", "imbert", "freelb", "smart"}
-    assert {s.attack for s in specs} == {"advglue", "textfooler", "bert-attack", "gradient-swap"}
-    assert {s.seed for s in specs} == {0, 1, 2}
-    trainings = {(s.model, s.seed, s.train_size, s.train) for s in specs}
-    assert len(trainings) == 12 and {(s.train_size, s.train.epochs) for s in specs} == {(3000, 1)}
-    assert {s.eval_size for s in specs if s.attack == "advglue"} == {None}
-    word_level = [s for s in specs if s.attack != "advglue"]
-    assert {(s.eval_size, s.eval_seed) for s in word_level} == {(100, 0)}  # the same examples for every cell
-    assert [s.model for s in specs][0] == "imbert"  # the slowest trains first
-
-
 def test_gpu_grid_is_the_documented_larger_protocol():
     specs = expand(load_config(REPO / "results" / "grid-gpu.toml"))
     models = {"bert", "imbert", "freelb", "smart", "pgd", "a2t", "ascc", "safer"}
@@ -137,10 +122,10 @@ def test_train_values_by_training_size():
                      "train": {"epochs": {"100": "x"}}})
 
 
-def test_v3_reference_grid_is_the_documented_protocol():
-    """results/grid-reference-v3.toml (issue 29, docs/reference.md "v3: sizing"): every defence x 5 seeds, one
+def test_reference_grid_is_the_documented_protocol():
+    """results/grid-reference.toml (v3, issue 29, docs/reference.md): every defence x 5 seeds, one
     training setting, AdvGLUE whole and the word-level attacks on the same 300 dev sentences, in CPU order."""
-    specs = expand(load_config(REPO / "results" / "grid-reference-v3.toml"))
+    specs = expand(load_config(REPO / "results" / "grid-reference.toml"))
     models = ["bert", "a2t", "imbert", "freelb", "smart", "pgd", "ascc", "safer"]
     assert len(specs) == len(models) * 5 * 4 == len({s.run_id for s in specs})
     assert list(dict.fromkeys(s.model for s in specs)) == models  # the order the grid spends CPU in
@@ -152,20 +137,20 @@ def test_v3_reference_grid_is_the_documented_protocol():
     assert {tuple(s.model_params["im_layers"]) for s in specs if s.model == "imbert"} == {(0, 1, 2)}
 
 
-def test_v3_low_resource_grid_is_the_documented_protocol():
-    """results/grid-reference-v3-lowres.toml: bert vs imbert x 3 training sizes (epochs chosen on dev per size)
+def test_low_resource_grid_is_the_documented_protocol():
+    """results/grid-reference-lowres.toml: bert vs imbert x 3 training sizes (epochs chosen on dev per size)
     x 5 seeds, AdvGLUE whole and TextFooler on the same 100 dev sentences."""
-    specs = expand(load_config(REPO / "results" / "grid-reference-v3-lowres.toml"))
+    specs = expand(load_config(REPO / "results" / "grid-reference-lowres.toml"))
     assert len(specs) == 2 * 3 * 5 * 2 == len({s.run_id for s in specs})
     assert {s.model for s in specs} == {"bert", "imbert"} and {s.seed for s in specs} == {0, 1, 2, 3, 4}
     assert {(s.train_size, s.train.epochs) for s in specs} == {(100, 10), (300, 6), (1000, 3)}
     assert {(s.eval_size, s.eval_seed) for s in specs if s.attack == "textfooler"} == {(100, 0)}
 
 
-def test_v3_second_task_grid_is_the_documented_protocol():
-    """results/grid-reference-v3-qnli.toml: bert vs imbert on QNLI's whole offline training part x 5 seeds,
+def test_second_task_grid_is_the_documented_protocol():
+    """results/grid-reference-qnli.toml: bert vs imbert on QNLI's whole offline training part x 5 seeds,
     AdvGLUE-qnli replayed whole."""
-    specs = expand(load_config(REPO / "results" / "grid-reference-v3-qnli.toml"))
+    specs = expand(load_config(REPO / "results" / "grid-reference-qnli.toml"))
     assert len(specs) == 2 * 5 == len({s.run_id for s in specs})
     assert {(s.task, s.attack, s.train_size, s.eval_size) for s in specs} == {("qnli", "advglue", None, None)}
     assert {s.model for s in specs} == {"bert", "imbert"} and {s.train.epochs for s in specs} == {2}

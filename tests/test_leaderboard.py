@@ -258,11 +258,28 @@ def test_without_a_worst_case_checkpoints_are_ranked_by_their_lowest_accuracy_un
     assert list(table["rank_accuracy"]) == list(table["advglue.robust_accuracy_mean"]) == [0.7, 0.5]
 
 
+def test_a_checkpoint_still_missing_an_attack_has_no_worst_case_and_no_rank(tmp_path):
+    """imbert has only TextFooler so far (70% under it) while bert has TextFooler and gradient-swap: imbert's
+    minimum over the attacks it has would be a worst case over fewer attacks, so it gets none and no rank until
+    its gradient-swap lands; bert keeps its worst case and rank, and the note says why imbert has none."""
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 6 + ["successful"] * 4, model="bert", seed=seed)
+        fake_run(runs, ["failed"] * 5 + ["successful"] * 5, model="bert", seed=seed, attack="gradient-swap")
+        fake_run(runs, ["failed"] * 7 + ["successful"] * 3, model="imbert", seed=seed)
+    table, _, md = write_leaderboard(tmp_path)
+    assert list(table["model"]) == ["bert", "imbert"] and table["rank"].tolist()[0] == 1
+    assert pd.isna(table["rank"].iloc[1]) and pd.isna(table["worst_case_accuracy_mean"].iloc[1])
+    assert table["worst_case_accuracy_mean"].iloc[0] == pytest.approx(0.5)
+    assert set(table["rank_by"]) == {"worst_case_accuracy"}
+    assert "no rank: a checkpoint without a result under some attack setting" in md.read_text()
+
+
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference"
 
 
 def test_one_model_s_real_advglue_and_word_level_records_are_one_row_of_every_output(tmp_path):
-    """bert's reference records (AdvGLUE and three word-level attacks, three seeds): one row in leaderboard.csv,
+    """bert's reference records (AdvGLUE and three word-level attacks, five seeds): one row in leaderboard.csv,
     leaderboard.md and the page; its attack settings are prefixed columns holding the per-setting values of
     settings.csv (one row per setting, as the long table always had)."""
     from robench.report.leaderboard_page import write_html
@@ -279,7 +296,7 @@ def test_one_model_s_real_advglue_and_word_level_records_are_one_row_of_every_ou
         md_path.read_text().splitlines()[2]]
     assert html.count("<tr>") == 2  # the header, then the checkpoint
     row = table.iloc[0]
-    assert (row["rank"], row["seeds"], row["model_setting_id"]) == (1, 3, settings["model_setting_id"].iloc[0])
+    assert (row["rank"], row["seeds"], row["model_setting_id"]) == (1, 5, settings["model_setting_id"].iloc[0])
     for attack in ("advglue", "textfooler", "bert-attack", "gradient-swap"):
         setting = settings[settings["attack"] == attack].iloc[0]
         shared = [c for c in settings.columns if f"{attack}.{c}" in table.columns]

@@ -1,33 +1,51 @@
-"""The committed reference leaderboard is regenerated bit for bit from the committed records it links to,
-and every committed record is a cell of the reference protocol (results/grid-reference.toml)."""
+"""The committed reference leaderboards (results/reference: the v3 protocol, results/grid-reference.toml; and
+results/reference-lowres: IM-BERT's low-resource claim, results/grid-reference-lowres.toml) are regenerated bit
+for bit from the committed records they link to (`make reference`), every committed record is a cell of its
+protocol, and every model and seed was attacked on the same examples."""
 import shutil
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
+from robench.core.records import read_examples
 from robench.grid.config import expand, load_config
 from robench.report.leaderboard import load_records, write_leaderboard
 from robench.report.leaderboard_page import write_html
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO / "results" / "reference"
+RESULTS = REPO / "results"
+REFERENCE = RESULTS / "reference"
+PROTOCOLS = {"reference": "grid-reference.toml", "reference-lowres": "grid-reference-lowres.toml"}
 
 
-def test_reference_leaderboard_regenerates_from_its_records(tmp_path):
-    shutil.copytree(REFERENCE / "runs", tmp_path / "runs", ignore=shutil.ignore_patterns("*.html"))  # pages: rebuilt
-    _, csv_path, md_path = write_leaderboard(tmp_path)
-    html_path = write_html(tmp_path, tmp_path / "leaderboard.html")
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_reference_leaderboard_regenerates_from_its_records(name, tmp_path, capsys, monkeypatch, shared_data):
+    from robench.cli import main
+
+    monkeypatch.setenv("ROBENCH_DATA_DIR", str(shared_data))  # the run pages mark unlisted swaps from its lists
+    committed = RESULTS / name
+    shutil.copytree(committed / "runs", tmp_path / "runs", ignore=shutil.ignore_patterns("*.html"))  # pages: rebuilt
+    table, csv_path, md_path = write_leaderboard(tmp_path, baseline="bert")
+    html_path = write_html(tmp_path, tmp_path / "leaderboard.html", baseline="bert", table=table)
     for path in (csv_path, md_path, tmp_path / "settings.csv", tmp_path / "settings.md", Path(html_path)):
-        assert path.read_bytes() == (REFERENCE / path.name).read_bytes(), path.name
-    run_pages = sorted((REFERENCE / "runs").glob("*.html"))
+        assert path.read_bytes() == (committed / path.name).read_bytes(), path.name
+    run_pages = sorted((committed / "runs").glob("*.html"))
     assert [p.name for p in run_pages] == sorted(p.name for p in (tmp_path / "runs").glob("*.html"))
     for path in run_pages:
         assert (tmp_path / "runs" / path.name).read_bytes() == path.read_bytes(), path.name
+    capsys.readouterr()
+    main(["compare", "--baseline", "bert", "--results-dir", str(tmp_path)])
+    assert capsys.readouterr().out == (committed / "compare.txt").read_text(encoding="utf-8")
 
 
-def test_every_reference_record_is_a_protocol_cell_and_linked_from_the_page():
-    page = (REFERENCE / "leaderboard.html").read_text(encoding="utf-8")
-    records = load_records(REFERENCE / "runs")
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_every_reference_record_is_a_protocol_cell_and_linked_from_the_page(name):
+    committed = RESULTS / name
+    page = (committed / "leaderboard.html").read_text(encoding="utf-8")
+    records = load_records(committed / "runs")
     assert records.older == 0 and records.current
-    protocol = expand(load_config(REPO / "results" / "grid-reference.toml"))
+    protocol = expand(load_config(RESULTS / PROTOCOLS[name]))
     cells = {_cell(s.to_dict()): s.model_params for s in protocol}
     seen = set()
     for rec in records.current:
@@ -37,9 +55,46 @@ def test_every_reference_record_is_a_protocol_cell_and_linked_from_the_page():
         seen.add(cell)
         # the page links each run's page of adversarial examples, which links its record
         assert f'href="runs/{rec.run_id}.html"' in page
-        run_page = REFERENCE / "runs" / f"{rec.run_id}.html"
+        run_page = committed / "runs" / f"{rec.run_id}.html"
         assert f'href="{rec.run_id}.json"' in run_page.read_text(encoding="utf-8")
     assert page.count('href="runs/') == len(records.current)
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_every_model_and_seed_was_attacked_on_the_same_examples(name):
+    """Paired comparisons need it: per attack (and training size), every record's examples are the same dev
+    sentences (the whole AdvGLUE split; eval_seed 0's subset for the word-level attacks)."""
+    runs = RESULTS / name / "runs"
+    examples: dict[tuple, dict[str, tuple]] = {}
+    for rec in load_records(runs).current:
+        key = (rec.spec["attack"], rec.spec["train_size"])
+        examples.setdefault(key, {})[rec.run_id] = tuple(sorted(r.index for r in read_examples(runs, rec.run_id)))
+    for key, per_run in examples.items():
+        assert len(set(per_run.values())) == 1, key
+        size = 148 if key[0] == "advglue" else {"reference": 300, "reference-lowres": 100}[name]
+        assert len(next(iter(per_run.values()))) == size, key
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_one_model_setting_per_checkpoint_across_advglue_and_the_word_level_attacks(name):
+    """Each checkpoint's AdvGLUE rows and word-level rows share its model setting, so leaderboard.csv,
+    leaderboard.md and the page have one row per checkpoint setting (model x training size), and the AdvGLUE
+    rows of settings.csv carry the worst case of the same checkpoints where the word-level attacks are done."""
+    committed = RESULTS / name
+    settings = pd.read_csv(committed / "settings.csv")
+    checkpoint = ["model", "train_size"]
+    assert settings.groupby(checkpoint)["model_setting_id"].nunique().eq(1).all()
+    table = pd.read_csv(committed / "leaderboard.csv")
+    assert len(table) == len(table.groupby(checkpoint)) == len(settings.groupby(checkpoint))
+    ranks = table["rank"].dropna().tolist()
+    assert ranks == sorted(ranks) and table["rank"].iloc[len(ranks):].isna().all()  # the unranked come last
+    complete = settings.groupby(checkpoint)["attack"].transform("nunique").eq(4)  # advglue + the three
+    if complete.any():
+        assert settings.loc[complete, "worst_case_accuracy_mean"].notna().all()
+    rows = [line for line in (committed / "leaderboard.md").read_text().splitlines() if line.startswith("| sst2 |")]
+    assert len(rows) == len(table)
+    page = (committed / "leaderboard.html").read_text(encoding="utf-8")
+    assert page.count("<tr>") == 1 + len(table)  # the header, then one row per checkpoint setting
 
 
 def _cell(spec: dict) -> tuple:
@@ -49,27 +104,6 @@ def _cell(spec: dict) -> tuple:
 
 def _comparable(params: dict) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
-
-
-def test_one_model_setting_per_checkpoint_across_advglue_and_the_word_level_attacks():
-    """Each model's AdvGLUE rows and word-level rows share its model setting (the checkpoint's identity), so
-    leaderboard.csv, leaderboard.md and the page have one row per model, and the AdvGLUE rows of settings.csv
-    carry the worst case of the same checkpoints."""
-    import pandas as pd
-
-    settings = pd.read_csv(REFERENCE / "settings.csv")
-    assert settings.groupby("model")["model_setting_id"].nunique().eq(1).all()
-    assert settings.groupby("model")["attack"].nunique().eq(4).all()
-    assert settings["worst_case_accuracy_mean"].notna().all() and settings["worst_case_accuracy_ci_low"].notna().all()
-    table = pd.read_csv(REFERENCE / "leaderboard.csv")
-    assert len(table) == table["model"].nunique() == settings["model"].nunique() == 4
-    assert list(table["rank"]) == sorted(table["rank"]) and table["worst_case_accuracy_ci_low"].notna().all()
-    for attack in ("advglue", "textfooler", "bert-attack", "gradient-swap"):
-        assert table[f"{attack}.robust_accuracy_mean"].notna().all() and table[f"{attack}.seeds"].eq(3).all()
-    rows = [line for line in (REFERENCE / "leaderboard.md").read_text().splitlines() if line.startswith("| sst2 |")]
-    assert len(rows) == 4
-    page = (REFERENCE / "leaderboard.html").read_text(encoding="utf-8")
-    assert page.count("<tr>") == 1 + table["model"].nunique()  # the header, then one row per checkpoint setting
 
 
 # leaderboard.csv's header before it had one row per checkpoint (git show ca44fd6~1:results/reference/leaderboard.csv)
@@ -85,13 +119,14 @@ PER_SETTING_HEADER = (
 
 
 def test_settings_csv_is_the_per_setting_table_the_leaderboard_had():
-    """settings.csv keeps the long table for machines: the old leaderboard.csv's columns, one row per setting
-    (4 models x 4 attacks), and each row's numbers are its checkpoint's prefixed columns in leaderboard.csv."""
-    import pandas as pd
-
+    """settings.csv keeps the long table for machines: the old leaderboard.csv's columns (then the comparison
+    with the baseline), one row per setting, and each row's numbers are its checkpoint's prefixed columns in
+    leaderboard.csv."""
     lines = (REFERENCE / "settings.csv").read_text().splitlines()
-    assert lines[0] == PER_SETTING_HEADER and len(lines) == 1 + 16
+    header = lines[0].split(",")
+    assert [c for c in header if c in PER_SETTING_HEADER.split(",")] == PER_SETTING_HEADER.split(",")
     settings = pd.read_csv(REFERENCE / "settings.csv")
+    assert len(lines) == 1 + len(settings) == 1 + settings["setting_id"].nunique()
     table = pd.read_csv(REFERENCE / "leaderboard.csv").set_index("model_setting_id")
     for _, row in settings.iterrows():
         for column in ("robust_accuracy_mean", "robust_accuracy_ci_low", "robust_accuracy_ci_high", "examples"):
@@ -109,3 +144,17 @@ def test_readme_results_table_is_the_reference_leaderboard():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     expected = module.results_block((REFERENCE / "leaderboard.md").read_text(encoding="utf-8"))
     assert module.readme_block(readme) == expected, "README results out of date: run `make readme-results`"
+
+
+@pytest.mark.parametrize("script, outputs", [("claims.py", ("claims.md", "claims.json")), ("cost.py", ("cost.md",))])
+def test_the_claims_and_cost_tables_regenerate_from_the_records(script, outputs, tmp_path):
+    """results/reference/claims.{md,json} (IM-BERT's claims against bert, with their verdicts) and cost.md (the
+    measured cost per cell kind) are what their scripts write from the committed records."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(script[:-3], REFERENCE / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(tmp_path)
+    for name in outputs:
+        assert (tmp_path / name).read_bytes() == (REFERENCE / name).read_bytes(), f"{name}: run `make reference`"

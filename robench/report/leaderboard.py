@@ -11,9 +11,10 @@ Two tables, written by one call (`write_leaderboard`):
   table the checkpoint table is pivoted from; rows of one checkpoint share `model_setting_id`.
 
 `leaderboard.csv` columns. Per checkpoint: `task`, `rank` (1 = best; equal values share a rank; empty
-without a value), `rank_by` (`worst_case_accuracy`, or `lowest_robust_accuracy` where some checkpoint of the
-task has no worst case), `rank_accuracy` (the value ranked by), `model`, `model_label` (what its setting
-differs in from the defaults), `backbone`, `train_size`, `seeds` (training seeds over all its runs),
+without a value or while some attack setting of its task has no result for it), `rank_by`
+(`worst_case_accuracy`, or `lowest_robust_accuracy` where some complete checkpoint of the task has no worst
+case), `rank_accuracy` (the value ranked by), `model`, `model_label` (what its setting differs in from the
+defaults), `backbone`, `train_size`, `seeds` (training seeds over all its runs),
 `dev_accuracy_{mean,std}` (the whole dev split, over those seeds; no interval: records keep no per-example
 dev predictions), `train_seconds_{mean,std}`, `worst_case_accuracy_{mean,std,ci_low,ci_high}` and
 `masking_flags` (`robench.report.worstcase`), `certified_accuracy_*` (defences with a certificate, from its
@@ -305,13 +306,17 @@ def rank_checkpoints(table: pd.DataFrame) -> pd.DataFrame:
     """`table` (one row per checkpoint) sorted by task and rank, with `rank`, `rank_by` and `rank_accuracy`:
     within a task, by worst-case accuracy under attack where every checkpoint has one, else by the lowest
     accuracy under a single attack; highest first, ties in order of dev accuracy, model, `model_setting_id`;
-    equal values share a rank, a checkpoint without a value has none and comes last. The page's order."""
+    equal values share a rank. A checkpoint without a value, or without a result under some attack setting of
+    its task (its runs are still to land), has no rank and comes last. The page's order."""
     robust = [c for c in table.columns if c.endswith(".robust_accuracy_mean")]
-    lowest = table[robust].apply(pd.to_numeric).min(axis=1) if robust else pd.Series(float("nan"), table.index)
     parts = []
     for _, rows in table.groupby("task", sort=True):
-        worst = "worst_case_accuracy_mean" in rows.columns and rows["worst_case_accuracy_mean"].notna().all()
-        value = pd.to_numeric(rows["worst_case_accuracy_mean"] if worst else lowest[rows.index]).astype(float)
+        attacked = rows[[c for c in robust if rows[c].notna().any()]].apply(pd.to_numeric)
+        complete = attacked.notna().all(axis=1)  # every attack setting of the task: else no rank yet
+        worst = ("worst_case_accuracy_mean" in rows.columns
+                 and rows.loc[complete, "worst_case_accuracy_mean"].notna().all())
+        value = pd.to_numeric(rows["worst_case_accuracy_mean"] if worst else attacked.min(axis=1)).astype(float)
+        value = value.where(complete)
         order = pd.DataFrame({"missing": value.isna(), "value": -value.fillna(0.0),
                               "dev": -pd.to_numeric(rows["dev_accuracy_mean"]).fillna(0.0),
                               "model": rows["model"].astype(str), "key": rows["model_setting_id"].astype(str)})
@@ -354,6 +359,9 @@ def checkpoint_markdown(table: pd.DataFrame) -> str:
     ranked = table["rank_by"].dropna().unique() if "rank_by" in table.columns else []
     notes = [f"rank: within its task, by {' or '.join(RANK_BY[r] for r in ranked)}, highest first; equal values "
              "share a rank"] if len(ranked) else []
+    if "rank" in table.columns and table["rank"].isna().any():
+        notes.append("no rank: a checkpoint without a result under some attack setting of its task (its runs have "
+                     "not all landed), or without a value")
     labels = {n: table[f"{n}.attack_label"].dropna() for n in names}
     notes += [f"{_text(n)}: {_text(v.iloc[0])}" for n, v in labels.items()
               if len(v) and v.iloc[0] and not n.endswith(v.iloc[0])]  # a name that is not its label already

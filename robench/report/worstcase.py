@@ -35,7 +35,9 @@ Flags, after AutoAttack's checks (fra31/auto-attack, flags_doc.md):
 
 On the leaderboard a model setting's worst case is the mean over its seeds with
 the design-effect Wilson interval over seeds x the examples every seed's join
-kept (`robench.report.stats.binary_interval`). One record per (setting, seed)
+kept (`robench.report.stats.binary_interval`), over the seeds that every eval-split
+attack setting of the task reached (`complete_cases`): a worst case over fewer attacks
+is not the same quantity. One record per (setting, seed)
 (`robench.report.identity.one_per_seed`), as on the leaderboard.
 """
 from __future__ import annotations
@@ -228,16 +230,31 @@ def with_worst_case(table: pd.DataFrame, cases: list[WorstCase]) -> pd.DataFrame
     interval over seeds and examples) and its flags."""
     if not cases or "model_setting_id" not in table.columns:
         return table
-    frame = worst_case_frame(cases)
-    grouped = frame.groupby("group", sort=True)
-    extra = grouped["worst_case_accuracy"].agg(["mean", "std"]).add_prefix("worst_case_accuracy_")
-    bounds = {group: worst_case_interval([c for c in cases if c.group == group]) for group in extra.index}
+    frame, complete = worst_case_frame(cases), complete_cases(cases)
+    extra = (worst_case_frame(complete).groupby("group")["worst_case_accuracy"].agg(["mean", "std"])
+             if complete else pd.DataFrame(columns=["mean", "std"]))
+    extra = extra.reindex(sorted(frame["group"].unique())).add_prefix("worst_case_accuracy_")
+    bounds = {group: worst_case_interval([c for c in complete if c.group == group]) for group in extra.index}
     extra["worst_case_accuracy_ci_low"] = [bounds[g][0] for g in extra.index]
     extra["worst_case_accuracy_ci_high"] = [bounds[g][1] for g in extra.index]
-    extra["masking_flags"] = grouped["masking_flags"].agg(
+    extra["masking_flags"] = frame.groupby("group")["masking_flags"].agg(
         lambda flags: ";".join(sorted({f for fs in flags for f in fs.split(";") if f})))
+    extra.index.name = "group"
     extra = extra.reset_index().rename(columns={"group": "model_setting_id"})
     return table.merge(extra, on="model_setting_id", how="left")
+
+
+def complete_cases(cases: list[WorstCase]) -> list[WorstCase]:
+    """The trained models that every eval-split attack setting of their task reached: a worst case over fewer
+    attacks than the other rows' is not comparable with theirs, so the leaderboard leaves it out (the row then
+    has no worst case until its missing attacks land; worstcase.json still lists it with the attacks it has)."""
+    def attacks(case: WorstCase) -> set[str]:
+        return {label.partition(" (eval ")[0] for label in case.accuracy}
+
+    per_task: dict[str, set[str]] = defaultdict(set)
+    for case in cases:
+        per_task[case.task] |= attacks(case)
+    return [case for case in cases if attacks(case) == per_task[case.task]]
 
 
 def worst_case_interval(cases: list[WorstCase]) -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""The validity audit (robench.engine.audit) of the committed reference records' word-level attacks (the old
+"""The validity audit (robench.engine.audit) of the v2 reference records' word-level attacks (the old
 attacks: counter-fitted GloVe-50d candidates, BERT-Attack without an antonym filter). Writes old_audit.json.
 
     ROBENCH_DATA_DIR=/path/to/shared/data python results/evidence-cpu/attack-validity/audit_reference.py
@@ -14,7 +14,7 @@ from robench.core.types import ExampleResult
 from robench.engine.audit import audit
 from robench.engine.resources.lexicon import lexicon
 
-RUNS = Path(__file__).resolve().parents[2] / "reference" / "runs"
+RUNS = Path(__file__).resolve().parents[1] / "reference-v2" / "runs"
 SOURCE_LISTS = {"textfooler": ["ppdb"], "gradient-swap": ["ppdb"], "bert-attack": []}  # what each drew from
 
 

@@ -1,6 +1,6 @@
 """The before/after table of docs/attacks.md#valid-attacks: per model and word-level attack, the old records
-(results/reference/runs: counter-fitted GloVe-50d, no budget, no antonym filter) against the new ones (this
-folder's runs: the `lexicon` source, the textdefender budget, BERT-Attack's antonym filter; and, as
+(the v2 reference's, results/evidence-cpu/reference-v2/runs: counter-fitted GloVe-50d, no budget, no antonym
+filter) against the new ones (this folder's runs: the `lexicon` source, the textdefender budget, BERT-Attack's antonym filter; and, as
 "textdefender + wordnet_pos", results/evidence-cpu/pos-in-context: the same checkpoints under today's default,
 with the part-of-speech-in-context check), 100 SST-2 dev
 examples (eval_seed 0) x the training seeds present. Accuracy under attack and success rate with the 95%
@@ -22,7 +22,7 @@ from robench.report.compare import outcomes
 from robench.report.stats import outcome_matrix, proportion_intervals
 
 HERE = Path(__file__).resolve().parent
-OLD, NEW, POS = HERE.parents[1] / "reference" / "runs", HERE / "runs", HERE.parent / "pos-in-context" / "runs"
+OLD, NEW, POS = HERE.parent / "reference-v2" / "runs", HERE / "runs", HERE.parent / "pos-in-context" / "runs"
 ATTACKS = ("textfooler", "gradient-swap", "bert-attack")
 OLD_LISTS = {"textfooler": ["ppdb"], "gradient-swap": ["ppdb"], "bert-attack": []}
 

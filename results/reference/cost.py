@@ -1,16 +1,19 @@
 """The measured cost per cell kind of the v3 reference (docs/reference.md, "v3: measured cost"): from every
-record in results/reference-v3/runs, per model the training seconds of its checkpoints (3,000 sentences x 2
+record in results/reference/runs, per model the training seconds of its checkpoints (3,000 sentences x 2
 epochs; each checkpoint counted once) and per model and attack the attack seconds per example, as min-max over
 the records. One thread each, on the 2-core machine shared with other work, so the spread is mostly load.
 
-    python results/reference-v3/cost.py        # prints the markdown table; needs no data dir
+    python results/reference/cost.py        # writes cost.md beside it and prints it; needs no data dir
 """
 import json
 from collections import defaultdict
 from pathlib import Path
 
 RUNS = Path(__file__).resolve().parent / "runs"
+ORDER = ("bert", "a2t", "imbert", "freelb", "smart", "pgd", "ascc", "safer")  # the grid's
 ATTACKS = ("advglue", "textfooler", "bert-attack", "gradient-swap")
+NOTE = ("One thread per cell, min-max over the records (timings.train_seconds, timings.attack_seconds); the machine "
+        "ran 2-4 such processes on its 2 cores, so the upper ends are load. Written by results/reference/cost.py.")
 
 
 def span(values: list[float], digits: int) -> str:
@@ -20,7 +23,7 @@ def span(values: list[float], digits: int) -> str:
     return f"{lo:.{digits}f}" if round(lo, digits) == round(hi, digits) else f"{lo:.{digits}f}-{hi:.{digits}f}"
 
 
-def main() -> None:
+def main(out: Path = RUNS.parent) -> None:
     train: dict[str, dict[str, float]] = defaultdict(dict)  # model -> checkpoint -> seconds
     attack: dict[tuple[str, str], list[float]] = defaultdict(list)
     for path in sorted(RUNS.glob("*.json")):
@@ -31,15 +34,15 @@ def main() -> None:
         train[spec["model"]][record["checkpoint"]] = timings["train_seconds"]
         examples = record["metrics"].get("examples") or spec["eval_size"] or 148
         attack[(spec["model"], spec["attack"])].append(timings["attack_seconds"] / examples)
-    models = sorted(train, key=lambda m: ["bert", "a2t", "imbert", "freelb", "smart", "pgd", "ascc",
-                                          "safer"].index(m) if m in ("bert", "a2t", "imbert", "freelb", "smart",
-                                                                     "pgd", "ascc", "safer") else 99)
-    print("| cell | " + " | ".join(models) + " |")
-    print("|---|" + "---|" * len(models))
-    print("| checkpoints trained | " + " | ".join(str(len(train[m])) for m in models) + " |")
-    print("| train 3,000 x 2 epochs, s | " + " | ".join(span(list(train[m].values()), 0) for m in models) + " |")
-    for a in ATTACKS:
-        print(f"| {a}, s per example | " + " | ".join(span(attack[(m, a)], 2) for m in models) + " |")
+    models = sorted(train, key=lambda m: ORDER.index(m) if m in ORDER else len(ORDER))
+    lines = ["| cell | " + " | ".join(models) + " |", "|---|" + "---|" * len(models),
+             "| checkpoints trained | " + " | ".join(str(len(train[m])) for m in models) + " |",
+             "| train 3,000 x 2 epochs, s | " + " | ".join(span(list(train[m].values()), 0) for m in models) + " |"]
+    lines += [f"| {a}, s per example | " + " | ".join(span(attack[(m, a)], 2) for m in models) + " |"
+              for a in ATTACKS]
+    text = "\n".join(lines + ["", NOTE]) + "\n"
+    (out / "cost.md").write_text(text)
+    print(text, end="")
 
 
 if __name__ == "__main__":
