@@ -107,6 +107,25 @@ def test_gpu_grid_is_the_documented_larger_protocol():
     assert {s.eval_size for s in specs} == {None}  # the whole SST-2 dev split and MR held-out part
 
 
+def test_model_cells_restrict_one_model_to_a_subset_of_attacks_and_seeds():
+    """[model_cells.MODEL] cuts a protocol for an expensive model: fewer seeds, or the replay only; names and
+    seeds outside the grid, or other keys, are errors naming the table."""
+    base = {"tasks": ["sst2"], "models": ["bert", "safer", "pgd"], "attacks": ["advglue", "textfooler"],
+            "seeds": [0, 1, 2]}
+    config = load_config({**base, "model_cells": {"safer": {"attacks": ["advglue"]}, "pgd": {"seeds": [0, 1]}}})
+    cells = {(s.model, s.attack, s.seed) for s in expand(config)}
+    assert {(a, s) for m, a, s in cells if m == "bert"} == {(a, s) for a in base["attacks"] for s in base["seeds"]}
+    assert {(a, s) for m, a, s in cells if m == "safer"} == {("advglue", s) for s in base["seeds"]}
+    assert {(a, s) for m, a, s in cells if m == "pgd"} == {(a, s) for a in base["attacks"] for s in (0, 1)}
+    for cells, message in (({"safer": {"attacks": ["bert-attack"]}}, r"attacks \['bert-attack'\] are not attacks"),
+                           ({"pgd": {"seeds": [7]}}, r"\[model_cells.pgd\] seeds \[7\] are not seeds"),
+                           ({"pgd": {"epochs": 3}}, "knows 'attacks' and 'seeds'"),
+                           ({"imbert": {"seeds": [0]}}, "'imbert' is not in the grid"),
+                           ({"pgd": {"seeds": []}}, "seeds must be a non-empty list")):
+        with pytest.raises(RobenchError, match=message):
+            load_config({**base, "model_cells": cells})
+
+
 def test_train_values_by_training_size():
     """[train] values may be tables by training size: small training sets train longer (the low-resource grid)."""
     config = load_config({"tasks": ["sst2"], "models": ["bert"], "attacks": ["advglue"],
@@ -127,7 +146,10 @@ def test_reference_grid_is_the_documented_protocol():
     training setting, AdvGLUE whole and the word-level attacks on the same 300 dev sentences, in CPU order."""
     specs = expand(load_config(REPO / "results" / "grid-reference.toml"))
     models = ["bert", "a2t", "imbert", "freelb", "smart", "pgd", "ascc", "safer"]
-    assert len(specs) == len(models) * 5 * 4 == len({s.run_id for s in specs})
+    # the cuts (docs/reference.md, "Cost"): pgd and ascc on 4 seeds, safer on the AdvGLUE replay (and certificate)
+    assert len(specs) == 5 * 5 * 4 + 2 * 4 * 4 + 5 == len({s.run_id for s in specs})
+    assert {(s.attack, s.seed) for s in specs if s.model == "safer"} == {("advglue", seed) for seed in range(5)}
+    assert {s.seed for s in specs if s.model in ("pgd", "ascc")} == {0, 1, 2, 3}
     assert list(dict.fromkeys(s.model for s in specs)) == models  # the order the grid spends CPU in
     assert {s.seed for s in specs} == {0, 1, 2, 3, 4} and {s.task for s in specs} == {"sst2"}
     assert {(s.train_size, s.train.epochs) for s in specs} == {(3000, 2)}

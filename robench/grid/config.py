@@ -24,7 +24,7 @@ Size = int | None  # None: the whole split ("full" in the config)
 Sizes = dict[str, tuple[Size, ...]]  # by task (train_size) or attack (eval_size); "default" for the rest
 
 KNOWN_KEYS = ("name", "preset", "tasks", "models", "attacks", "backbones", "seeds", "train_size", "eval_size",
-              "data_source", "train", "model_params", "attack_params", "resources")
+              "data_source", "train", "model_params", "attack_params", "model_cells", "resources")
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class GridConfig:
     train_by_size: dict[Size, TrainConfig] = field(default_factory=dict)  # [train] values given per training size
     model_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     attack_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model_cells: dict[str, dict[str, tuple]] = field(default_factory=dict)  # a model's subset of attacks / seeds
     resources: JobResources = field(default_factory=JobResources)
     task_sources: dict[str, dict[str, Any]] = field(default_factory=dict)  # a task file entry -> its definition
 
@@ -87,15 +88,20 @@ def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
         train=train, train_by_size=train_by_size,
         model_params=_overrides(raw, "model_params", models, where),
         attack_params=_overrides(raw, "attack_params", attacks, where),
+        model_cells=_model_cells(raw, models, attacks, _seeds(raw.get("seeds", [0]), where), where),
         resources=resources, task_sources=_task_sources(tasks, base, where),
     )
 
 
 def expand(config: GridConfig) -> list[RunSpec]:
-    """The cartesian product tasks x models x backbones x seeds x train sizes x attacks x eval sizes."""
+    """The cartesian product tasks x models x backbones x seeds x train sizes x attacks x eval sizes, each
+    model restricted to its `[model_cells]` attacks and seeds where it has some."""
     specs = []
     for task, model, backbone, seed in product(config.tasks, config.models, config.backbones, config.seeds):
-        for train_size, attack in product(_sizes_for(config.train_size, task), config.attacks):
+        cells = config.model_cells.get(model, {})
+        if seed not in cells.get("seeds", config.seeds):
+            continue
+        for train_size, attack in product(_sizes_for(config.train_size, task), cells.get("attacks", config.attacks)):
             for eval_size in _sizes_for(config.eval_size, attack):
                 source = config.task_sources.get(task)
                 task_fields = {"task": task, "data_source": config.data_source} if source is None else \
@@ -240,6 +246,29 @@ def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RobenchError(f"{where}: [{key}] must be a table of key = value pairs, got {value!r}")
     return value
+
+
+def _model_cells(raw: dict[str, Any], models: tuple[str, ...], attacks: tuple[str, ...], seeds: tuple[int, ...],
+                 where: str) -> dict[str, dict[str, tuple]]:
+    """[model_cells.MODEL]: `attacks` and/or `seeds`, subsets of the grid's, for a model that runs fewer cells
+    (a protocol's cuts: an expensive defence on fewer seeds, or on the replay only)."""
+    out = {}
+    for model, cells in _overrides(raw, "model_cells", models, where).items():
+        stray = sorted(set(cells) - {"attacks", "seeds"})
+        if stray:
+            raise RobenchError(f"{where}: [model_cells.{model}] knows 'attacks' and 'seeds', not {stray}")
+        key = f"[model_cells.{model}]"
+        chosen: dict[str, tuple] = {}
+        if "attacks" in cells:
+            chosen["attacks"] = _names(cells["attacks"], f"{key} attacks", where)
+        if "seeds" in cells:
+            chosen["seeds"] = _seeds(cells["seeds"], f"{where} {key}")
+        for name, grid in (("attacks", attacks), ("seeds", seeds)):
+            outside = [v for v in chosen.get(name, ()) if v not in grid]
+            if outside:
+                raise RobenchError(f"{where}: {key} {name} {outside} are not {name} of the grid {list(grid)}")
+        out[model] = chosen
+    return out
 
 
 def _overrides(raw: dict[str, Any], key: str, names: tuple[str, ...], where: str) -> dict[str, dict[str, Any]]:
