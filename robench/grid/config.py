@@ -71,6 +71,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
         if key not in raw:
             raise RobenchError(f"{where}: missing {key!r} (a list of names)")
     tasks, models, attacks = (_names(raw[k], k, where) for k in ("tasks", "models", "attacks"))
+    seeds = _seeds(raw.get("seeds", [0]), where)
     source_kind = raw.get("data_source", "local")
     if source_kind not in ("local", "hub"):
         raise RobenchError(f"{where}: data_source must be 'local' or 'hub', got {source_kind!r}")
@@ -81,14 +82,14 @@ def load_config(source: str | Path | Mapping[str, Any]) -> GridConfig:
     return GridConfig(
         name=_name(raw.get("name", default_name), where), tasks=tasks, models=models, attacks=attacks,
         backbones=_names(raw.get("backbones", ["minilm"]), "backbones", where),
-        seeds=_seeds(raw.get("seeds", [0]), where),
+        seeds=seeds,
         train_size=train_sizes,
         eval_size=_sizes(raw.get("eval_size", _preset_eval_sizes(preset, attacks)), "eval_size", attacks, where),
         data_source=source_kind,
         train=train, train_by_size=train_by_size,
         model_params=_overrides(raw, "model_params", models, where),
         attack_params=_overrides(raw, "attack_params", attacks, where),
-        model_cells=_model_cells(raw, models, attacks, _seeds(raw.get("seeds", [0]), where), where),
+        model_cells=_model_cells(raw, models, attacks, seeds, where),
         resources=resources, task_sources=_task_sources(tasks, base, where),
     )
 
