@@ -20,6 +20,16 @@ BERT", EMNLP 2020. https://arxiv.org/abs/2004.09984
   candidate that is a listed antonym of the word in any inflection, either
   direction (Mrkšić PPDB and WordNet lists, WordNet lemma antonyms and WordNet's
   indirect adjective antonyms; `filter_antonyms`, on by default for every task);
+* valid synonyms (`valid_synonyms`, default on; not in the paper): an MLM candidate
+  is kept only if TextFooler's valid-synonym test accepts it at the same budget:
+  it is one of the word's K listed synonyms in the `lexicon` table (the K and
+  word-cosine bound of the setting), its part of speech in context matches the
+  word's (the tagger, nouns and verbs may swap) and it has a WordNet sense in
+  that part of speech (`wordnet_pos`). The MLM still proposes and orders the
+  candidates, so a swap must be both fluent in context and a synonym. Without it
+  (`valid_synonyms=false`, the paper's), the offline MLM's top K are mostly fluent
+  words of another meaning: 4% of the v3 reference's BERT-Attack swaps were listed
+  synonyms and every model fell to 1-2% (docs/attacks.md, "Valid attacks");
 * at most 40% of the words change (the `paper` budget): the text may differ from
   the original in at most ceil(0.4 * words) words (TextAttack's MaxWordsPerturbed;
   `max_modification_rate`);
@@ -90,8 +100,10 @@ from robench.core.registry import ATTACKS
 from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile
 from robench.engine import resources
 from robench.engine.budgets import DEFAULT_BUDGET
+from robench.engine.resources.lexicon import lexicon
 from robench.engine.scheduler import EngineConfig, Request, SearchFactory, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
+from robench.engine.substitution import PosCheck, WordNetPos
 from robench.engine.victim import Text
 from robench.engine.words import Words, is_one_word, recover_case, split_words
 
@@ -111,6 +123,7 @@ class BertAttackParams:
     sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
     max_modification_rate: float | None = bounded(None, 0, 1, low_open=True)  # share of words: ceil(this * words)
     filter_antonyms: bool = True  # the paper's antonym filter (Mrkšić lists + WordNet, any inflection)
+    valid_synonyms: bool = True  # keep only MLM candidates TextFooler's synonym test accepts (False: the paper's)
     min_cos: float | None = bounded(None, -1, 1)  # word cosine in the lexicon table's counter-fitted space
     similarity_threshold: float | None = bounded(None, -1, 1)  # the paper's (USE) value; mapped to the encoder
     similarity_metric: str | None = None
@@ -141,17 +154,20 @@ class BertAttackResources:
     mlm: Any  # .model (BertForMaskedLM), .tokenizer, .info
     encoder: Any  # .embed(texts) -> L2-normalised rows; .threshold_for(paper_threshold, metric)
     antonyms: Any = None  # .is_antonym(a, b, indirect) (robench.engine.resources.lexicon); None: no filter
-    word_space: Any = None  # .cos(a, b) -> float | None (the lexicon table), for min_cos > -1
+    word_space: Any = None  # the lexicon table: .cos(a, b) (min_cos > -1), .neighbours(word, k, min_cos)
+    tagger: Any = None  # .tag(words) -> universal tags (valid_synonyms)
+    senses: WordNetPos | None = None  # the WordNet part-of-speech check (valid_synonyms)
 
 
 def load_resources(params: BertAttackParams, settings: Settings, device) -> BertAttackResources:
-    from robench.engine.resources.lexicon import lexicon
-
+    needs_table = params.min_cos > -1 or params.valid_synonyms
     return BertAttackResources(resources.stopwords(settings),
                                resources.masked_lm(settings, device, params.masked_lm),
                                resources.sentence_encoder(settings, device, params.sentence_encoder),
                                lexicon(settings) if params.filter_antonyms else None,
-                               resources.synonym_table(settings, "lexicon") if params.min_cos > -1 else None)
+                               resources.synonym_table(settings, "lexicon") if needs_table else None,
+                               resources.pos_tagger(settings) if params.valid_synonyms else None,
+                               WordNetPos(lexicon(settings).wordnet) if params.valid_synonyms else None)
 
 
 def word_filter(params: BertAttackParams, res: BertAttackResources) -> Callable[[str, str], bool]:
@@ -166,6 +182,26 @@ def word_filter(params: BertAttackParams, res: BertAttackResources) -> Callable[
             cos = res.word_space.cos(a, b)
             return cos is not None and cos >= params.min_cos
         return True
+
+    return ok
+
+
+def synonym_filter(params: BertAttackParams, res: BertAttackResources, profile: Profile
+                   ) -> Callable[[Words, int, str], bool]:
+    """Whether a candidate for word i of the original is a valid synonym (`valid_synonyms`): one of the word's
+    K listed synonyms with cosine >= min_cos in the lexicon table, in the word's part of speech in context
+    (TextFooler's PosCheck with `wordnet_pos`). Always true with valid_synonyms off."""
+    if not params.valid_synonyms:
+        return lambda original, i, candidate: True
+    pos_ok = PosCheck(res.tagger, True, profile, res.senses)
+    listed: dict[str, frozenset[str]] = {}
+
+    def ok(original: Words, i: int, candidate: str) -> bool:
+        word = original.words[i].lower()
+        if word not in listed:
+            listed[word] = frozenset(w for w, _ in res.word_space.neighbours(word, k=params.k,
+                                                                             min_cos=params.min_cos))
+        return candidate.lower() in listed[word] and pos_ok(original, i, candidate)
 
     return ok
 
@@ -255,6 +291,10 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
     check_threshold(params)
     resources.stopwords(settings)
     resources.require_masked_lm(settings, params.masked_lm)
+    if params.valid_synonyms:
+        resources.pos_tagger(settings)
+        resources.require_synonym_source(settings, "lexicon")
+        lexicon(settings)
 
 
 def build_search(params: BertAttackParams, res: BertAttackResources, profile: Profile | None = None
@@ -269,7 +309,7 @@ def build_search(params: BertAttackParams, res: BertAttackResources, profile: Pr
         similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
                                 skip_shorter_than_window=params.skip_shorter_than_window)
     indices = changeable_words(res.stopwords)
-    allowed = word_filter(params, res)
+    allowed, synonym = word_filter(params, res), synonym_filter(params, res, profile)
 
     def search(text: Text, label: int, clean: np.ndarray):
         original = Words.of(text)
@@ -278,7 +318,7 @@ def build_search(params: BertAttackParams, res: BertAttackResources, profile: Pr
         def candidates(current: Words, original: Words, i: int) -> list[Words]:
             word = original.words[i]
             with profile.part("candidates"):
-                return [current.replace(i, w) for w in table[i] if allowed(word, w)]
+                return [current.replace(i, w) for w in table[i] if allowed(word, w) and synonym(original, i, w)]
 
         greedy = WordSwapSearch(indices, Importance(lambda words, i: words.replace(i, params.importance_token)),
                                 candidates, similarity, lazy=params.lazy_similarity,
@@ -303,7 +343,9 @@ def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, An
             "sentence_encoder": describe_encoder(params, res.encoder),
             "stopwords": describe_stopwords(res.stopwords),
             "antonym_filter": None if res.antonyms is None else info_of(res.antonyms, {"name": "antonym lists"}),
-            "word_space": None if res.word_space is None else info_of(res.word_space, {"name": "word space"})}
+            "word_space": None if res.word_space is None else info_of(res.word_space, {"name": "word space"}),
+            "pos_tagger": None if res.tagger is None else info_of(res.tagger, "pos tagger"),
+            "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None}
 
 
 def _attack(ctx: AttackContext, params: BertAttackParams) -> AttackOutput:
@@ -313,8 +355,8 @@ def _attack(ctx: AttackContext, params: BertAttackParams) -> AttackOutput:
 
 ATTACKS.register("bert-attack")(AttackRecipe(
     name="bert-attack",
-    summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations), "
-            "importance by [MASK], <=40% words, greedy; batched across examples",
+    summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations) that "
+            "are valid synonyms, importance by [MASK], <=40% words, greedy; batched across examples",
     attack=_attack, params=BertAttackParams, check=check, word_swaps=True,
     queries_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
 ))

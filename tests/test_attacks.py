@@ -336,7 +336,7 @@ def test_bert_attack_runs_with_a_tiny_masked_lm(tiny_backbone, tiny_model, setti
                            "tokenizer": AutoTokenizer.from_pretrained(tiny_backbone),
                            "info": {"name": "tiny random MLM", "heldout_masked_token_accuracy": 0.0}})()
     stop = frozenset({"a", "the", "and", "of", "it", "s", "is"})
-    params = BertAttackParams(k=8, concurrency=8)
+    params = BertAttackParams(k=8, concurrency=8, valid_synonyms=False)  # the MLM's candidates, unfiltered
     table = MlmCandidates(mlm, params, stop)(["an unbelievably charming and hyperkinetic film"])[0]
     assert len(table) == 6 and all(0 < len(c) <= 8 for c in table)
     assert all(split_words(w) == [w] and w not in stop and not w.startswith("##") for c in table for w in c)

@@ -143,39 +143,68 @@ def test_query_budget_is_k_times_words():
     assert EngineConfig().budget_for(("x",)) is None
 
 
+def _tried_swaps(search, text: tuple[str, ...], table: list[list[str]]) -> set[str]:
+    """Every replacement word a BERT-Attack search queries, given its MLM candidate table (never flips); the
+    importance queries (a word replaced by [MASK]) are not swaps."""
+    words, seen = Words.of(text).words, set()
+    gen = search(text, 1, np.array([0.1, 0.9]))
+    next(gen)
+    answer: object = [table]
+    try:
+        while True:
+            request = gen.send(answer)
+            if request.kind == "predict":
+                for t in (t for t in request.items if "[MASK]" not in " ".join(t)):
+                    seen.update(w for w, o in zip(Words.of(t).words, words) if w != o)
+                answer = np.array([[0.2, 0.8]] * len(request.items))  # never flips: every candidate is tried
+            else:
+                answer = np.ones((len(request.items), 4)) / 2
+    except StopIteration:
+        pass
+    return seen
+
+
+# an MLM table that proposes listed antonyms (direct, inflected, indirect) beside synonyms and unrelated words
+BA_TEXT = ("the movie is good and the acting is better",)
+BA_TABLE = [[], ["film", "movies", "book"], [], ["bad", "worse", "awful", "decent", "fine", "purple"], ["or", "but"],
+            [], ["performing"], [], ["worse", "improved"]]
+
+
 def test_bert_attack_never_proposes_a_listed_antonym(settings):
     from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, build_search
 
     from robench.engine.resources.lexicon import lexicon
 
     lex = lexicon(settings)
-    params = BertAttackParams(budget="paper", concurrency=1)
+    params = BertAttackParams(budget="paper", concurrency=1, valid_synonyms=False)  # the paper's MLM candidates
     res = BertAttackResources(frozenset({"a", "the", "is"}), None, _IdentityEncoder(), lex)
-    text = ("the movie is good and the acting is better",)
-    words = Words.of(text).words
-    # an MLM table that proposes listed antonyms (direct, inflected, indirect) beside synonyms
-    table = [[], ["film", "movies"], [], ["bad", "worse", "awful", "decent", "fine"], ["or", "but"], [],
-             ["performing"], [], ["worse", "improved"]]
-    assert len(table) == len(words)
-    seen: list[str] = []
-    gen = build_search(params, res)(text, 1, np.array([0.1, 0.9]))
-    request = next(gen)
-    try:
-        answer = [table]
-        while True:
-            request = gen.send(answer)
-            if request.kind == "predict":
-                for t in request.items:
-                    seen.extend(w for w, o in zip(Words.of(t).words, words) if w != o)
-                answer = np.array([[0.2, 0.8]] * len(request.items))  # never flips: every candidate is tried
-            else:
-                answer = np.ones((len(request.items), 4)) / 2
-    except StopIteration:
-        pass
-    tried = set(seen)
-    assert {"film", "movies", "decent", "fine", "improved"} <= tried
+    words = Words.of(BA_TEXT).words
+    assert len(BA_TABLE) == len(words)
+    tried = _tried_swaps(build_search(params, res), BA_TEXT, BA_TABLE)
+    assert {"film", "movies", "book", "decent", "fine", "purple", "improved"} <= tried
     assert not tried & {"bad", "worse", "awful"}
     assert not any(lex.is_antonym(o, w) for o in words for w in tried if o in ("good", "better"))
+
+
+def test_bert_attack_keeps_only_valid_synonyms(settings, small_lexicon):
+    """The default: an MLM candidate is swapped in only if it is one of the word's listed synonyms, in the
+    word's part of speech in context (TextFooler's test); the unrelated MLM words never reach the victim."""
+    from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, build_search
+
+    from robench.engine import resources
+    from robench.engine.resources.lexicon import lexicon
+    from robench.engine.substitution import WordNetPos
+
+    lex = lexicon(settings)
+    params = BertAttackParams(concurrency=1)
+    assert params.valid_synonyms
+    res = BertAttackResources(frozenset({"a", "the", "is"}), None, _IdentityEncoder(), lex, small_lexicon,
+                              resources.pos_tagger(settings), WordNetPos(lex.wordnet))
+    tried = _tried_swaps(build_search(params, res), BA_TEXT, BA_TABLE)
+    words = Words.of(BA_TEXT).words
+    listed = {w for o in words for w, _ in small_lexicon.neighbours(o.lower(), k=params.k, min_cos=-1)}
+    assert tried and tried <= listed
+    assert "film" in tried and not tried & {"book", "purple", "or", "but", "bad", "worse", "awful"}
 
 
 class _IdentityEncoder:
