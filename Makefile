@@ -41,7 +41,7 @@ test: setup test-deps
 # The reference outputs, regenerated from the committed records after new ones land (tests/test_reference_leaderboard.py
 # checks them byte for byte): per protocol the leaderboard (csv, md, html and the run pages) and compare.txt; the
 # claims' verdicts (results/reference/claims.{md,json}); the measured cost (cost.md); the README's results table.
-REFERENCES := reference reference-lowres
+REFERENCES := reference reference-lowres reference-qnli
 reference: | setup
 	for name in $(REFERENCES); do \
 	  $(BIN)/robench leaderboard --results-dir results/$$name --baseline bert --html results/$$name/leaderboard.html \
