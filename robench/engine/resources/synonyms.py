@@ -6,13 +6,13 @@ from __future__ import annotations
 import functools
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.engine.resources.files import FORMAT, cached_build, data_file, resources_dir
+from robench.engine.resources.lexicon import read_pairs
 from robench.engine.resources.lexicon_table import build_lexicon_table
 from robench.engine.resources.tables import SynonymTable, _glove_vocabulary, _load_table, _save_table
 
@@ -27,15 +27,6 @@ DEFAULT_SOURCE = "lexicon"  # measured against the others in docs/resources.md
 # the synonym lists each source is built from (robench.engine.audit reports rates on the other lists)
 SOURCE_LISTS = {"lexicon": ("alzantot", "ppdb", "wordnet"), "counterfitted-glove": ("ppdb",),
                 "neighbors": ("alzantot",)}
-
-
-def _read_pairs(path: Path) -> list[tuple[str, str]]:
-    pairs = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            pairs.append((parts[0].lower(), parts[1].lower()))
-    return pairs
 
 
 def build_synonyms(settings: Settings, vocab_size: int = 50_000, k: int = 50, config=None,
@@ -62,8 +53,8 @@ def build_synonyms(settings: Settings, vocab_size: int = 50_000, k: int = 50, co
     say = console.print if console is not None else (lambda *a, **kw: None)
     started = time.perf_counter()
     index = {w: i for i, w in enumerate(words)}
-    ant = pair_ids([p for path in files["antonyms"] for p in _read_pairs(path)], index)
-    syn = pair_ids([p for path in files["synonyms"] for p in _read_pairs(path)], index)
+    ant = pair_ids([p for path in files["antonyms"] for p in read_pairs(path)], index)
+    syn = pair_ids([p for path in files["synonyms"] for p in read_pairs(path)], index)
     say(f"counter-fitting {len(words)} GloVe words: {len(ant)} antonym and {len(syn)} synonym ordered pairs")
     fitted, summary = counter_fit(vectors, ant, syn, config)
     say("computing the nearest-neighbour table")
