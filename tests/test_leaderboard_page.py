@@ -82,9 +82,12 @@ def _write_run(runs_dir: Path, task: str, model: str, params: dict, attack: str,
                for i, s in enumerate(statuses)]
     metrics = {"examples": N, "dev_accuracy": dev, "clean_accuracy": 1.0, "robust_accuracy": kept / N,
                "attack_success_rate": (N - kept) / N, "avg_queries": None if attack == "advglue" else 30.0 + kept}
+    from robench.engine.audit import AUDIT_FORMAT
+
     if attack != "advglue":  # the validity audit of a word-level attack (robench.engine.audit)
         metrics["validity"] = {"examples": N - kept, "swaps": 2 * (N - kept), "antonym_example_rate": 0.1,
-                               "rates": {"synonym": 0.9, "inflection": 0.05, "antonym": 0.05, "unlisted": 0.0}}
+                               "rates": {"synonym": 0.9, "inflection": 0.05, "antonym": 0.05, "unlisted": 0.0},
+                               "format": AUDIT_FORMAT}
     if task == "rte" and model == "freelb":  # a defence with a certificate
         metrics["certified_accuracy"] = 0.25 + 0.05 * seed
     hyper = {"train": dataclasses.asdict(TrainConfig()),

@@ -36,7 +36,7 @@ def fake_lexicon() -> Lexicon:
             out.setdefault(b, set()).add(a)
         return {k: frozenset(v) for k, v in out.items()}
 
-    return Lexicon({"alzantot": rel(("movie", "film")), "ppdb": rel(("terrible", "horrible")),
+    return Lexicon({"alzantot": rel(("movie", "film")), "ppdb": rel(("terrible", "horrible"), ("movie", "movies")),
                     "wordnet": rel(("good", "bad"), ("funny", "amusing"))},  # good/bad: also an antonym below
                    rel(("good", "bad"), ("love", "hate")), rel(("awful", "good")), FakeWordNet(),
                    info={"name": "fake"})
@@ -53,6 +53,7 @@ def test_audit_classes_known_answers():
     assert classify(lex, "loved", "hated") == "antonym"  # both inflected, either direction
     assert classify(lex, "hate", "love") == "antonym"
     assert classify(lex, "walked", "walks") == "inflection"
+    assert classify(lex, "movie", "movies") == "inflection"  # a listed pair of one lemma is an inflection
     assert classify(lex, "delicious", "canned") == "unlisted"
     assert classify(lex, "awful", "good") == "unlisted"  # an indirect antonym is not a listed one for the audit
     assert lex.is_antonym("awful", "good", indirect=True)
@@ -80,6 +81,50 @@ def test_audit_rates_of_a_run():
                                                                                            "synonym")]
     empty = audit([], lex)
     assert empty.swaps == 0 and empty.rates["synonym"] is None
+
+
+def _word_record(runs_dir, run_id: str, results: list[ExampleResult], validity: dict | None):
+    from robench.core.records import RunRecord
+    from robench.runs.store import RunStore
+
+    metrics = {"examples": len(results)} | ({"validity": validity} if validity is not None else {})
+    record = RunRecord(run_id=run_id, spec={"model": "bert"}, hyperparameters={}, resources={"attack": {}},
+                       metrics=metrics, timings={}, checkpoint="ckpt")
+    RunStore(runs_dir, run_id).finish(record, results)
+
+
+def test_robench_audit_reaudits_older_records_only(settings, capsys):
+    """A format-1 audit (synonym checked before inflection) is stale: the report shows no validity columns for it,
+    and `robench audit` re-audits it from its CSV, rewriting the record with a manifest that verifies."""
+    from robench.cli import main
+    from robench.core.records import iter_records, read_record, record_path
+    from robench.engine.audit import AUDIT_FORMAT
+    from robench.report.validity import validity_columns, validity_facts
+
+    runs = settings.runs_dir
+    runs.mkdir(parents=True)
+    swap = [ExampleResult(0, 1, "the director is great", "the directors is great", 1, 0, "successful"),
+            ExampleResult(1, 1, "a funny film", "a funny film", 1, 1, "failed")]
+    old = {"examples": 1, "swaps": 1, "rates": {"synonym": 1.0, "antonym": 0.0, "inflection": 0.0, "unlisted": 0.0},
+           "format": 1}
+    _word_record(runs, "word", swap, old)
+    _word_record(runs, "replay", swap, None)  # no audit (a replay attack): never touched
+    replay_bytes = record_path(runs, "replay").read_bytes()
+    assert validity_columns({"validity": old}) == {} and "robench audit" in validity_facts({"validity": old})[0][1]
+
+    assert main(["audit", "--results-dir", str(settings.results_dir), "--data-dir", str(settings.data_dir)]) == 0
+    assert "re-audited 1 record(s)" in capsys.readouterr().out
+    audit = read_record(record_path(runs, "word")).metrics["validity"]
+    assert audit["format"] == AUDIT_FORMAT and audit["counts"]["inflection"] == 1 and audit["swaps"] == 1
+    assert audit["reaudited"]["from_format"] == 1
+    assert validity_columns({"validity": audit})["inflection_swap_rate"] == 1.0
+    assert {r.run_id for r in iter_records(runs)} == {"word", "replay"}  # both verify against their manifests
+    assert record_path(runs, "replay").read_bytes() == replay_bytes
+    assert main(["audit", "--results-dir", str(settings.results_dir), "--data-dir", str(settings.data_dir)]) == 0
+    assert "re-audited 0 record(s)" in capsys.readouterr().out  # current audits are left alone
+    assert main(["audit", "--results-dir", str(settings.results_dir / "nowhere"),
+                 "--data-dir", str(settings.data_dir)]) != 0
+    assert "no runs directory" in capsys.readouterr().err
 
 
 def test_max_modification_rate_is_never_exceeded():

@@ -27,7 +27,7 @@ def cmd_compare(args) -> None:
                         f"examples (95% t interval and p-value under crossed seed x example effects; Holm over the "
                         f"family of {family} comparisons; a verdict needs {MIN_SEEDS} seeds; detectable: the "
                         f"difference one such test finds with 80% power at alpha 0.05)")
-    audit = ("swaps syn/ant/unl % (model | baseline)",)  # the validity audit (robench.report.validity)
+    audit = ("swaps syn/infl/ant/unl % (model | baseline)",)  # the validity audit (robench.report.validity)
     for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "detectable",
                  "p", "Holm p", "verdict", *audit):
         table.add_column(name, justify="right" if name in ("seeds", "examples", "detectable", "p", "Holm p")
@@ -67,13 +67,13 @@ def _p(value: float) -> str:
 
 
 def audit_cell(records) -> str:
-    """Synonym / antonym / unlisted swap shares of a setting's records, mean over seeds; "–" without an audit."""
+    """Synonym / inflection / antonym / unlisted swap shares of a setting's records, mean over seeds; "–" without
+    an audit."""
     from robench.report.validity import validity_columns
 
     cols = [validity_columns(r.metrics) for r in records]
     cols = [c for c in cols if c.get("synonym_swap_rate") is not None]
     if not cols:
         return "–"
-    mean = {k: sum(c[k] or 0.0 for c in cols) / len(cols)
-            for k in ("synonym_swap_rate", "antonym_swap_rate", "unlisted_swap_rate")}
-    return "/".join(f"{100 * mean[k]:.0f}" for k in ("synonym_swap_rate", "antonym_swap_rate", "unlisted_swap_rate"))
+    keys = ("synonym_swap_rate", "inflection_swap_rate", "antonym_swap_rate", "unlisted_swap_rate")
+    return "/".join(f"{100 * sum(c[k] or 0.0 for c in cols) / len(cols):.0f}" for k in keys)

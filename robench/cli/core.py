@@ -1,4 +1,4 @@
-"""`robench run`, `train`, `list` and `leaderboard`."""
+"""`robench run`, `train`, `list`, `leaderboard` and `audit`."""
 from __future__ import annotations
 
 import os
@@ -14,6 +14,7 @@ from robench.cli.common import (
     settings_from_args,
     specs_from_args,
 )
+from robench.core.errors import RobenchError
 
 
 def add_parser(sub) -> None:
@@ -36,6 +37,11 @@ def add_parser(sub) -> None:
                         "(as `robench compare`); the page marks each cell with the verdict (the page's default "
                         "baseline: bert, when it has records)")
     p.set_defaults(handler=cmd_leaderboard)
+    p = sub.add_parser("audit", help="re-audit the swaps of word-level records whose validity audit has an older "
+                                    "format (robench.engine.audit), from their per-example CSVs")
+    p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
+    p.add_argument("--data-dir", help="data directory with the audit's lists and WordNet (default: $ROBENCH_DATA_DIR)")
+    p.set_defaults(handler=cmd_audit)
 
 
 def cmd_run(args) -> None:
@@ -225,6 +231,17 @@ def cmd_leaderboard(args) -> None:
         from robench.report.leaderboard_page import write_html
 
         print(f"wrote {write_html(settings.results_dir, args.html, baseline=args.baseline, table=table)}")
+
+
+def cmd_audit(args) -> None:
+    from robench.runs.runner import reaudit
+
+    settings = settings_from_args(args)
+    settings.require_data_dir()
+    if not settings.runs_dir.is_dir():
+        raise RobenchError(f"no runs directory {settings.runs_dir}: point --results-dir at a folder with runs/")
+    done = reaudit(settings.runs_dir, settings)
+    print(f"re-audited {len(done)} record(s) in {settings.runs_dir}" + "".join(f"\n  {run_id}" for run_id in done))
 
 
 def check_page_path(page: str) -> None:

@@ -18,9 +18,12 @@ MARKED = ("antonym", "unlisted")  # the swap classes display marks
 
 
 def validity_columns(metrics: dict[str, Any]) -> dict[str, float | None]:
-    """The audit's rates as flat columns; {} for a record without an audit (replay attacks, older records)."""
+    """The audit's rates as flat columns; {} for a record without an audit (replay attacks, older records) or with
+    an audit of an older format, whose classes mean something else (`robench audit` re-audits it)."""
+    from robench.engine.audit import is_stale
+
     audit = metrics.get("validity")
-    if not isinstance(audit, dict):
+    if not isinstance(audit, dict) or is_stale(audit):
         return {}
     rates = audit.get("rates") or {}
     out: dict[str, float | None] = {name: rates.get(cls) for name, cls in COLUMNS.items()}
@@ -34,9 +37,14 @@ def _pct(value: float | None) -> str:
 
 def validity_facts(metrics: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) lines of the audit, [] without one."""
+    from robench.engine.audit import is_stale
+
     audit = metrics.get("validity")
     if not isinstance(audit, dict):
         return []
+    if is_stale(audit):
+        return [("validity audit", "of an older format (listed inflections counted as synonyms): re-audit it "
+                                   "with `robench audit --results-dir DIR`")]
     rates = audit.get("rates") or {}
     out = [("swaps audited", f"{audit.get('swaps', 0)} in {audit.get('examples', 0)} successful examples")]
     out += [(f"{cls} swaps", _pct(rates.get(cls))) for cls in ("synonym", "inflection", "antonym", "unlisted")]

@@ -149,9 +149,14 @@ class RunStore:
     def finish(self, record: RunRecord, results: list[ExampleResult]) -> None:
         """Write the per-example CSV, then the record with its manifest (the CSV's checksum and its own)."""
         atomic_write(self.csv_path, examples_csv(results))
-        record = with_manifest(record, self.csv_path.parent)
-        atomic_write(self.record_path, json.dumps(asdict(record), indent=2, default=str))
+        write_record(self.csv_path.parent, record)
         self.partial_path.unlink(missing_ok=True)
+
+
+def write_record(runs_dir: Path, record: RunRecord) -> None:
+    """Write `record` atomically with its manifest (its per-example CSV must already be in `runs_dir`)."""
+    record = with_manifest(record, runs_dir)
+    atomic_write(record_path(runs_dir, record.run_id), json.dumps(asdict(record), indent=2, default=str))
 
 
 def _spec_problem(record: RunRecord) -> str | None:
