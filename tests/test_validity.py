@@ -100,6 +100,7 @@ def test_robench_audit_reaudits_older_records_only(settings, capsys):
     from robench.core.records import iter_records, read_record, record_path
     from robench.engine.audit import AUDIT_FORMAT
     from robench.report.validity import validity_columns, validity_facts
+    from robench.runs.store import git_commit
 
     runs = settings.runs_dir
     runs.mkdir(parents=True)
@@ -112,17 +113,17 @@ def test_robench_audit_reaudits_older_records_only(settings, capsys):
     replay_bytes = record_path(runs, "replay").read_bytes()
     assert validity_columns({"validity": old}) == {} and "robench audit" in validity_facts({"validity": old})[0][1]
 
-    assert main(["audit", "--results-dir", str(settings.results_dir), "--data-dir", str(settings.data_dir)]) == 0
+    assert main(["audit", str(settings.results_dir), "--data-dir", str(settings.data_dir)]) == 0
     assert "re-audited 1 record(s)" in capsys.readouterr().out
     audit = read_record(record_path(runs, "word")).metrics["validity"]
     assert audit["format"] == AUDIT_FORMAT and audit["counts"]["inflection"] == 1 and audit["swaps"] == 1
-    assert audit["reaudited"]["from_format"] == 1
+    assert audit["reaudited"]["from_format"] == 1 and audit["reaudited"]["git_commit"] == git_commit()
     assert validity_columns({"validity": audit})["inflection_swap_rate"] == 1.0
     assert {r.run_id for r in iter_records(runs)} == {"word", "replay"}  # both verify against their manifests
     assert record_path(runs, "replay").read_bytes() == replay_bytes
-    assert main(["audit", "--results-dir", str(settings.results_dir), "--data-dir", str(settings.data_dir)]) == 0
+    assert main(["audit", str(settings.results_dir), "--data-dir", str(settings.data_dir)]) == 0
     assert "re-audited 0 record(s)" in capsys.readouterr().out  # current audits are left alone
-    assert main(["audit", "--results-dir", str(settings.results_dir / "nowhere"),
+    assert main(["audit", str(settings.results_dir), str(settings.results_dir / "nowhere"),
                  "--data-dir", str(settings.data_dir)]) != 0
     assert "no runs directory" in capsys.readouterr().err
 

@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=cmd_leaderboard)
     p = sub.add_parser("audit", help="re-audit the swaps of word-level records whose validity audit has an older "
                                     "format (robench.engine.audit), from their per-example CSVs")
-    p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
+    p.add_argument("results_dirs", nargs="*", metavar="RESULTS_DIR",
+                   help="folders with a runs/ folder (default: $ROBENCH_RESULTS_DIR or ./results)")
     p.add_argument("--data-dir", help="data directory with the audit's lists and WordNet (default: $ROBENCH_DATA_DIR)")
     p.set_defaults(handler=cmd_audit)
 
@@ -234,14 +235,18 @@ def cmd_leaderboard(args) -> None:
 
 
 def cmd_audit(args) -> None:
+    from robench.core.paths import resolve_settings
     from robench.runs.runner import reaudit
+    from robench.runs.store import git_commit
 
-    settings = settings_from_args(args)
-    settings.require_data_dir()
-    if not settings.runs_dir.is_dir():
-        raise RobenchError(f"no runs directory {settings.runs_dir}: point --results-dir at a folder with runs/")
-    done = reaudit(settings.runs_dir, settings)
-    print(f"re-audited {len(done)} record(s) in {settings.runs_dir}" + "".join(f"\n  {run_id}" for run_id in done))
+    every = [resolve_settings(args.data_dir, None, d) for d in args.results_dirs or [None]]
+    every[0].require_data_dir()
+    if missing := [str(s.runs_dir) for s in every if not s.runs_dir.is_dir()]:
+        raise RobenchError(f"no runs directory {', '.join(missing)}: name folders that hold a runs/ folder")
+    commit = git_commit()  # before any record changes the tree
+    for settings in every:
+        done = reaudit(settings.runs_dir, settings, commit)
+        print(f"re-audited {len(done)} record(s) in {settings.runs_dir}")
 
 
 def check_page_path(page: str) -> None:

@@ -44,7 +44,7 @@ def validity_facts(metrics: dict[str, Any]) -> list[tuple[str, str]]:
         return []
     if is_stale(audit):
         return [("validity audit", "of an older format (listed inflections counted as synonyms): re-audit it "
-                                   "with `robench audit --results-dir DIR`")]
+                                   "with `robench audit RESULTS_DIR`")]
     rates = audit.get("rates") or {}
     out = [("swaps audited", f"{audit.get('swaps', 0)} in {audit.get('examples', 0)} successful examples")]
     out += [(f"{cls} swaps", _pct(rates.get(cls))) for cls in ("synonym", "inflection", "antonym", "unlisted")]

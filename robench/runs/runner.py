@@ -233,10 +233,11 @@ def validity_audit(results: list[ExampleResult], settings: Settings, attack_reso
     return audit(results, lexicon(settings), source_lists_of(attack_resources)).to_dict()
 
 
-def reaudit(runs_dir: Path, settings: Settings) -> list[str]:
+def reaudit(runs_dir: Path, settings: Settings, commit: str | None) -> list[str]:
     """Re-audit, from their per-example CSVs, the word-level records in `runs_dir` whose validity audit has an
     older format (robench.engine.audit.AUDIT_FORMAT); each is rewritten atomically with its new manifest and
-    `validity.reaudited` (the format it replaced and the commit that re-audited it). Returns their run ids."""
+    `validity.reaudited` (the format it replaced and `commit`, the code that re-audits: taken before the first
+    record is rewritten, which would make the tree dirty). Returns their run ids."""
     from robench.core.records import iter_records, read_examples
     from robench.engine.audit import AUDIT_FORMAT, is_stale
     from robench.runs.store import write_record
@@ -245,7 +246,7 @@ def reaudit(runs_dir: Path, settings: Settings) -> list[str]:
     for rec in stale:
         old = rec.metrics["validity"].get("format", 1)
         new = validity_audit(read_examples(runs_dir, rec.run_id), settings, rec.resources.get("attack") or {})
-        new["reaudited"] = {"from_format": old, "to_format": AUDIT_FORMAT, "git_commit": git_commit()}
+        new["reaudited"] = {"from_format": old, "to_format": AUDIT_FORMAT, "git_commit": commit}
         write_record(runs_dir, dataclasses.replace(rec, metrics={**rec.metrics, "validity": new}))
     return [rec.run_id for rec in stale]
 
