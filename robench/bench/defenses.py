@@ -254,7 +254,8 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
               infer_sentences: int = 4) -> dict[str, dict[str, float]]:
     """Seconds per training step of each model on the same batches, and seconds per prediction as attacks query
     it (its defended victim, on the leave-one-word-out variants of `infer_sentences` dev sentences), each
-    relative to bert, measured side by side in one process."""
+    relative to bert, measured side by side in one process; with the passes behind them (rows through the
+    model's forward per training row and per query), which do not depend on the machine's load."""
     import time
 
     import torch
@@ -291,6 +292,7 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
         # as the training loop does: ascc maps its synonym table onto the vocabulary, safer loads its sets
         objective.prepare(training_context(model, tokenizer, task, data, settings, device, options.seeds[0], config))
         runners[name] = (objective, torch.optim.AdamW(model.parameters(), lr=options.lr))
+    rows = {name: _row_counter(objective.model) for name, (objective, _) in runners.items()}
     max_grad_norm = TrainConfig().max_grad_norm
     seconds = dict.fromkeys(runners, 0.0)
     for i, batch in enumerate(batches):  # round robin over models, so machine load hits all of them alike
@@ -302,6 +304,8 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
             _sync(device)
             if i > 0:  # the first step is a warm-up
                 seconds[name] += (time.perf_counter() - start) / (len(batches) - 1)
+    train_rows = sum(len(batch["input_ids"]) for batch in batches)
+    passes_per_step = {name: count[0] / train_rows for name, count in rows.items()}
     # inference as attacks query each model (SAFER: its vote), on the same attack-shaped queries, round robin
     dev = load_split(task, "eval", settings.data_dir, options.data_source or "local")
     sentences = texts_of(subset(dev, infer_sentences, options.seeds[0]), task)
@@ -313,23 +317,39 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
         victim.predict(queries[:1])  # warm-up
     for name, victim in victims.items():
         victim.reset()
+        rows[name][0] = 0
         _sync(device)
         start = time.perf_counter()
         victim.predict(queries)
         _sync(device)
         per_query[name] = (time.perf_counter() - start) / len(queries)
+    passes_per_query = {name: count[0] / len(queries) for name, count in rows.items()}
     out = Table(title=f"Cost on {device} (batch {options.batch_size}, {len(batches) - 1} timed training steps; "
                       f"{len(queries)} attack-shaped queries)")
-    for col in ("model", "s / step", "vs bert", "s / query", "vs bert "):
+    for col in ("model", "passes / step", "s / step", "vs bert", "passes / query", "s / query", "vs bert "):
         out.add_column(col, justify="left" if col == "model" else "right")
     for name, sec in seconds.items():
-        out.add_row(name, f"{sec:.3f}", f"{sec / seconds['bert']:.2f}×", f"{per_query[name]:.4f}",
+        out.add_row(name, f"{passes_per_step[name]:.2f}", f"{sec:.3f}", f"{sec / seconds['bert']:.2f}×",
+                    f"{passes_per_query[name]:.2f}", f"{per_query[name]:.4f}",
                     f"{per_query[name] / per_query['bert']:.2f}×")
     Console().print(out)
     if any(type(objective).epoch_features is not Objective.epoch_features for objective, _ in runners.values()):
         print("s / step is the optimisation step only: an objective's epoch work (a2t's training attack) is in "
               "the training cost of the full bench (robench bench defenses) and in --dry-run estimates")
-    return {"seconds_per_step": seconds, "seconds_per_query": per_query}
+    return {"seconds_per_step": seconds, "seconds_per_query": per_query, "passes_per_step": passes_per_step,
+            "passes_per_query": passes_per_query}
+
+
+def _row_counter(model) -> list[int]:
+    """A one-element counter of the rows (examples) that go through `model`'s forward from now on."""
+    count = [0]
+
+    def hook(module, args, kwargs) -> None:
+        inputs = kwargs.get("input_ids", kwargs.get("inputs_embeds"))
+        count[0] += len(inputs if inputs is not None else args[0])
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    return count
 
 
 def _sync(device) -> None:
