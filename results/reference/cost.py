@@ -1,7 +1,8 @@
 """The measured cost per cell kind of the v3 reference (docs/reference.md, "v3: measured cost"): from every
 record in results/reference/runs, per model the training seconds of its checkpoints (3,000 sentences x 2
 epochs; each checkpoint counted once) and per model and attack the attack seconds per example, as min-max over
-the records. One thread each, on the 2-core machine shared with other work, so the spread is mostly load.
+the records. One thread each (SAFER's seed 4: two, alone), on the 2-core machine shared with other work, so the
+spread is mostly load.
 
     python results/reference/cost.py        # writes cost.md beside it and prints it; needs no data dir
 """
@@ -13,7 +14,8 @@ RUNS = Path(__file__).resolve().parent / "runs"
 ORDER = ("bert", "a2t", "imbert", "freelb", "smart", "pgd", "ascc", "safer")  # the grid's
 ATTACKS = ("advglue", "textfooler", "bert-attack", "gradient-swap")
 NOTE = ("One thread per cell, min-max over the records (timings.train_seconds, timings.attack_seconds); the machine "
-        "ran 2-4 such processes on its 2 cores, so the upper ends are load. Written by results/reference/cost.py.")
+        "ran 2-4 such processes on its 2 cores, so the upper ends are load. SAFER's seed 4 ran alone with two "
+        "threads (SAFER's lower ends). Written by results/reference/cost.py.")
 
 
 def span(values: list[float], digits: int) -> str:
