@@ -193,6 +193,9 @@ def test_train_config_validates_itself():
         TrainConfig(warmup_ratio=1.5)
     with pytest.raises(ValueError, match="epochs must be an integer"):
         TrainConfig(epochs=1.5)
+    for absurd in ({"epochs": 2**32}, {"batch_size": 2**32}, {"lr": 1e308}):  # a sane upper end for each
+        with pytest.raises(ValueError, match=f"{next(iter(absurd))} must be"):
+            TrainConfig(**absurd)
 
 
 def test_nan_loss_stops_training_and_saves_nothing(settings, tiny_backbone, monkeypatch):
@@ -575,6 +578,7 @@ def _grid(tmp_path: Path, backbone: Path, extra: str) -> Path:
     ("[train]\nepochs = 0\n", "[train]: epochs must be positive"),  # the brackets survive rich markup
     ("[train]\nbatch_size = -4\n", "batch_size must be positive"),
     ("[train]\nlr = nan\n", "lr must be finite"),
+    ("[train]\nepochs = 4294967296\n", "epochs must be"),  # found by hypothesis: it filled 20 GB estimating
     ("[train]\nmax_length = 4096\n", "exceeds the 128 positions"),
     ("seeds = [-1]\n", "--seed must be an integer from 0"),
     ("eval_size = 0\n", "eval_size values must be positive integers"),
