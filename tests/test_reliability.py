@@ -193,9 +193,9 @@ def test_train_config_validates_itself():
         TrainConfig(warmup_ratio=1.5)
     with pytest.raises(ValueError, match="epochs must be an integer"):
         TrainConfig(epochs=1.5)
-    for absurd in ({"epochs": 2**32}, {"batch_size": 2**32}, {"lr": 1e308}):  # a sane upper end for each
-        with pytest.raises(ValueError, match=f"{next(iter(absurd))} must be"):
-            TrainConfig(**absurd)
+    for key, absurd in (("epochs", 2**32), ("batch_size", 2**32), ("lr", 1e308)):  # a sane upper end for each
+        with pytest.raises(ValueError, match=f"{key} must be"):
+            TrainConfig(**{key: absurd})
 
 
 def test_nan_loss_stops_training_and_saves_nothing(settings, tiny_backbone, monkeypatch):
