@@ -27,6 +27,7 @@ from robench.analysis.records import AnalysisConfig, AnalysisRecord, analysis_id
 from robench.analysis.syntax_config import SyntaxConfig
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
+from robench.core.packed import runs_to_read
 from robench.core.paths import Settings, resolve_settings
 from robench.core.records import iter_records
 from robench.report.identity import ModelSettings
@@ -81,12 +82,12 @@ def iter_analyses(results_dir: Path) -> Iterator[AnalysisRecord]:
             yield record
 
 
-def analysis_frame(results_dir: Path) -> pd.DataFrame:
+def analysis_frame(results_dir: Path, cache_dir: Path | None = None) -> pd.DataFrame:
     """One row per (model setting, seed) from `<results_dir>/analysis/*.json`: the record with the most
     examples, then the newest, when a model setting was analysed more than once. The model setting is the
     checkpoint's (`robench.report.identity.ModelSettings`, told the run records of `<results_dir>/runs`), so an
     analysis joins every leaderboard row of its checkpoint."""
-    runs = results_dir / "runs"
+    runs = runs_to_read(results_dir, cache_dir)
     ids = ModelSettings(iter_records(runs) if runs.is_dir() else ())
     rows = []
     for rec in iter_analyses(results_dir):

@@ -20,8 +20,9 @@ def cmd_compare(args) -> None:
     from robench.report.stats import MIN_SEEDS
 
     settings = settings_from_args(args)
-    records = load_records(settings.runs_dir)
-    found = compare(group_settings(records.current), settings.runs_dir, args.baseline)
+    runs_dir = settings.runs_to_read()
+    records = load_records(runs_dir)
+    found = compare(group_settings(records.current), runs_dir, args.baseline)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
                         f"examples (95% t interval and p-value under crossed seed x example effects; Holm over the "

@@ -221,17 +221,20 @@ def cmd_leaderboard(args) -> None:
     if args.with_analysis:
         from robench.analysis import analysis_frame
 
-        analyses = analysis_frame(settings.results_dir)
-    table, csv_path, md_path = write_leaderboard(settings.results_dir, analyses, baseline=args.baseline)
+        analyses = analysis_frame(settings.results_dir, settings.cache_dir)
+    table, csv_path, md_path = write_leaderboard(settings.results_dir, analyses, baseline=args.baseline,
+                                                 cache_dir=settings.cache_dir)
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} checkpoints), and beside them settings.csv and settings.md "
           "(one row per setting)")
-    if note := load_records(settings.runs_dir).note:
+    if note := load_records(settings.runs_to_read()).note:
         print(note)
     if args.html:
         from robench.report.leaderboard_page import write_html
 
-        print(f"wrote {write_html(settings.results_dir, args.html, baseline=args.baseline, table=table)}")
+        page = write_html(settings.results_dir, args.html, baseline=args.baseline, table=table,
+                          cache_dir=settings.cache_dir)
+        print(f"wrote {page}")
 
 
 def cmd_audit(args) -> None:

@@ -33,7 +33,7 @@ def cmd_show(args) -> None:
         from robench.cli.core import check_page_path
 
         check_page_path(args.html)
-    runs_dir = settings_from_args(args, read_only=True).runs_dir
+    runs_dir = settings_from_args(args, read_only=True).runs_to_read()
     run = load_run(runs_dir, args.run_id)
     console = Console()
     console.print(examples_table(run, args.outcome, args.limit))

@@ -44,7 +44,7 @@ def disk_full_error(exc: BaseException, path: Path | str) -> DiskFull:
     return error
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str | bytes) -> None:
     try:
         _atomic_write(path, text)
     except OSError as exc:
@@ -53,12 +53,13 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a record is as readable as any new file
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else
+              os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

@@ -27,6 +27,13 @@ class Settings:
     def runs_dir(self) -> Path:
         return self.results_dir / "runs"
 
+    def runs_to_read(self) -> Path:
+        """The runs directory a report reads: `runs_dir`, or the unpacked copy of a packed results directory
+        (`robench.core.packed`)."""
+        from robench.core.packed import runs_to_read
+
+        return runs_to_read(self.results_dir, self.cache_dir)
+
     @property
     def checkpoints_dir(self) -> Path:
         return self.cache_dir / "checkpoints"
@@ -56,13 +63,18 @@ def resolve_settings(
                 f"data directory {data} does not exist: point --data-dir or {DATA_DIR_ENV} "
                 "at a folder laid out like shared/data"
             )
-    cache = Path(cache_dir or os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "robench")
+    cache = Path(cache_dir or default_cache_dir())
     results = Path(results_dir or os.environ.get(RESULTS_DIR_ENV) or "results")
     cache, results = cache.expanduser().resolve(), results.expanduser().resolve()
     if not read_only:
         _check_writable_dir(cache, f"cache directory (--cache-dir or {CACHE_DIR_ENV})")
         _check_writable_dir(results, f"results directory (--results-dir or {RESULTS_DIR_ENV})")
     return Settings(data, cache, results)
+
+
+def default_cache_dir() -> Path:
+    """The cache directory without a --cache-dir: $ROBENCH_CACHE_DIR, else ~/.cache/robench."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "robench").expanduser().resolve()
 
 
 def _check_writable_dir(path: Path, what: str) -> None:

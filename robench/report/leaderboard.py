@@ -51,6 +51,7 @@ import pandas as pd
 
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
+from robench.core.packed import runs_to_read
 from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
 from robench.core.text import markdown_cell
 from robench.report.compare import Setting, compare, group_settings, intervals
@@ -462,14 +463,15 @@ def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
     return table.merge(extra, on=ANALYSIS_KEYS, how="left")
 
 
-def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None,
-                      baseline: str | None = None) -> tuple[pd.DataFrame, Path, Path]:
+def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None, baseline: str | None = None,
+                      cache_dir: Path | None = None) -> tuple[pd.DataFrame, Path, Path]:
     """Write `<results_dir>/leaderboard.{csv,md}` (one row per checkpoint) and `settings.{csv,md}` (one row per
     setting) from `<results_dir>/runs`, and `worstcase.{json,md}`; return the checkpoint table and the paths of
     `leaderboard.csv` and `leaderboard.md`. `analyses`: `robench.analysis.analysis_frame`'s rows, joined to both
-    tables on the checkpoint (`leaderboard --with-analysis`)."""
-    records = load_records(results_dir / "runs")
-    tables = leaderboard_tables(records, baseline, write_worst_case(results_dir, records.current))
+    tables on the checkpoint (`leaderboard --with-analysis`). A packed `results_dir` is read from its unpacked copy
+    under `cache_dir` (`robench.core.packed`)."""
+    records = load_records(runs_to_read(results_dir, cache_dir))
+    tables = leaderboard_tables(records, baseline, write_worst_case(results_dir, records.current, records.runs_dir))
     checkpoints, settings = tables.checkpoints, tables.settings
     if analyses is not None:
         checkpoints, settings = with_analysis(checkpoints, analyses), with_analysis(settings, analyses)

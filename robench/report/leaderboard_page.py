@@ -40,6 +40,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from robench.core.files import atomic_write
+from robench.core.packed import runs_to_read
 from robench.core.records import RunRecord, record_path
 from robench.report.leaderboard import (
     RANK_BY,
@@ -166,11 +167,12 @@ class Section:
 
 
 def write_html(results_dir: Path, path: str | Path, baseline: str | None = None,
-               table: pd.DataFrame | None = None) -> Path:
+               table: pd.DataFrame | None = None, cache_dir: Path | None = None) -> Path:
     """Write the page for `<results_dir>/runs` to `path`, and beside it `runs/<run_id>.html`, the page of each
     included run with per-example results (`robench.report.run_page`); links are relative to the pages.
-    `table`: the checkpoint table already computed for `leaderboard.csv` (with this `baseline`), if any."""
-    runs_dir = Path(results_dir) / "runs"
+    `table`: the checkpoint table already computed for `leaderboard.csv` (with this `baseline`), if any. A packed
+    `results_dir` is read from its unpacked copy under `cache_dir` (`robench.core.packed`)."""
+    runs_dir = runs_to_read(Path(results_dir), cache_dir)
     records = load_records(runs_dir)
     page = Path(path).resolve()
     run_pages = write_run_pages(runs_dir, [rec.run_id for rec in records.current], page.parent / "runs", back=page)
