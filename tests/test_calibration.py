@@ -6,10 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from robench.core.packed import unpack
 from robench.report.calibration import FITTED, fit, reference_outcomes, rejection_rate, sample
 from robench.report.stats import INSUFFICIENT, MIN_SEEDS, paired_arrays, verdict
 
-REFERENCE_RUNS = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu" / "reference-v2" / "runs"
+REFERENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu" / "reference-v2"  # packed
 # repetitions per cell: a 5% rate has a Monte-Carlo sd of 0.5 (2,000) or 0.7 points (1,000); the rule's size at
 # 5 and 10 seeds is 4.3-6.2% (docs/statistics.md, 10,000 repetitions), so [2.5%, 7.5%] is 2.5 sd or more away
 REPS = {3: 50, 5: 2000, 10: 1000}
@@ -38,8 +39,8 @@ def test_the_rule_finds_a_five_point_difference_at_ten_seeds():
     assert rate > 0.95
 
 
-def test_the_fitted_constants_are_the_fit_of_the_reference_records():
-    outcomes = reference_outcomes(REFERENCE_RUNS)
+def test_the_fitted_constants_are_the_fit_of_the_reference_records(tmp_path):
+    outcomes = reference_outcomes(unpack(REFERENCE, tmp_path))
     for name, model in FITTED.items():
         fitted = asdict(fit(outcomes[name]).model)
         for key, value in asdict(model).items():

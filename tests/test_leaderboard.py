@@ -2,7 +2,6 @@
 (`settings.{csv,md}`), ranked, intervals from the per-example CSVs, older records skipped, the paired comparison
 with a baseline."""
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -275,16 +274,14 @@ def test_a_checkpoint_still_missing_an_attack_has_no_worst_case_and_no_rank(tmp_
     assert "no rank: a checkpoint without a result under some attack setting" in md.read_text()
 
 
-REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference"
-
-
 def test_one_model_s_real_advglue_and_word_level_records_are_one_row_of_every_output(tmp_path):
     """bert's reference records (AdvGLUE and three word-level attacks, five seeds): one row in leaderboard.csv,
     leaderboard.md and the page; its attack settings are prefixed columns holding the per-setting values of
     settings.csv (one row per setting, as the long table always had)."""
     from robench.report.leaderboard_page import write_html
+    from robench.report.reference import reference_runs_dir
 
-    for path in REFERENCE.glob("runs/sst2-bert-*"):
+    for path in reference_runs_dir("reference", tmp_path / "cache").glob("sst2-bert-*"):
         if path.suffix in (".json", ".csv"):
             (tmp_path / "runs").mkdir(exist_ok=True)
             (tmp_path / "runs" / path.name).write_bytes(path.read_bytes())

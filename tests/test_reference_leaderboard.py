@@ -1,51 +1,69 @@
 """The committed reference leaderboards (results/reference: the v3 protocol, results/grid-reference.toml;
 results/reference-lowres: IM-BERT's low-resource claim, results/grid-reference-lowres.toml; results/reference-qnli:
-its AdvGLUE claim on QNLI, results/grid-reference-qnli.toml) are regenerated bit
-for bit from the committed records they link to (`make reference`), every committed record is a cell of its
-protocol, and every model and seed was attacked on the same examples."""
+its AdvGLUE claim on QNLI, results/grid-reference-qnli.toml) are regenerated bit for bit from their packed records
+(`make reference`; the records as shipped with the package, `robench.report.reference`), every record is a cell
+of its protocol and linked from the page, and every model and seed was attacked on the same examples."""
+import importlib.util
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from robench.core.packed import EXAMPLES, RECORDS
 from robench.core.records import read_examples
 from robench.grid.config import expand, load_config
 from robench.report.leaderboard import load_records, write_leaderboard
 from robench.report.leaderboard_page import write_html
+from robench.report.reference import SHIPPED, reference_runs_dir
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
 REFERENCE = RESULTS / "reference"
 PROTOCOLS = {"reference": "grid-reference.toml", "reference-lowres": "grid-reference-lowres.toml",
              "reference-qnli": "grid-reference-qnli.toml"}
+GENERATED = ("leaderboard.csv", "leaderboard.md", "settings.csv", "settings.md", "worstcase.json", "worstcase.md")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_the_shipped_protocols_are_the_committed_ones():
+    assert sorted(SHIPPED) == sorted(PROTOCOLS)
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
-def test_reference_leaderboard_regenerates_from_its_records(name, tmp_path, capsys, monkeypatch, shared_data):
+def test_reference_leaderboard_regenerates_from_its_records(name, tmp_path, capsys, monkeypatch, shared_data, cache):
+    """leaderboard.{csv,md}, settings.{csv,md}, worstcase.{json,md} and compare.txt byte for byte; the page (not
+    committed: generated on demand) links each run's page of adversarial examples, which links its record."""
     from robench.cli import main
 
     monkeypatch.setenv("ROBENCH_DATA_DIR", str(shared_data))  # the run pages mark unlisted swaps from its lists
+    monkeypatch.setenv("ROBENCH_CACHE_DIR", str(cache))
     committed = RESULTS / name
-    shutil.copytree(committed / "runs", tmp_path / "runs", ignore=shutil.ignore_patterns("*.html"))  # pages: rebuilt
-    table, csv_path, md_path = write_leaderboard(tmp_path, baseline="bert")
-    html_path = write_html(tmp_path, tmp_path / "leaderboard.html", baseline="bert", table=table)
-    for path in (csv_path, md_path, tmp_path / "settings.csv", tmp_path / "settings.md", Path(html_path)):
-        assert path.read_bytes() == (committed / path.name).read_bytes(), path.name
-    run_pages = sorted((committed / "runs").glob("*.html"))
-    assert [p.name for p in run_pages] == sorted(p.name for p in (tmp_path / "runs").glob("*.html"))
-    for path in run_pages:
-        assert (tmp_path / "runs" / path.name).read_bytes() == path.read_bytes(), path.name
+    for packed in (RECORDS, EXAMPLES):
+        shutil.copy(committed / packed, tmp_path / packed)
+    table, *_ = write_leaderboard(tmp_path, baseline="bert", cache_dir=cache)
+    for generated in GENERATED:
+        assert (tmp_path / generated).read_bytes() == (committed / generated).read_bytes(), generated
     capsys.readouterr()
     main(["compare", "--baseline", "bert", "--results-dir", str(tmp_path)])
     assert capsys.readouterr().out == (committed / "compare.txt").read_text(encoding="utf-8")
+    page = write_html(tmp_path, tmp_path / "site" / "leaderboard.html", baseline="bert", table=table,
+                      cache_dir=cache).read_text(encoding="utf-8")
+    records = load_records(reference_runs_dir(name, cache)).current
+    assert page.count('href="runs/') == len(records) and page.count("<tr>") == 1 + len(table)
+    for rec in records:  # the page links each run's page of adversarial examples, which links its record
+        assert f'href="runs/{rec.run_id}.html"' in page
+        run_page = (tmp_path / "site" / "runs" / f"{rec.run_id}.html").read_text(encoding="utf-8")
+        assert f'{rec.run_id}.json"' in run_page
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
-def test_every_reference_record_is_a_protocol_cell_and_linked_from_the_page(name):
-    committed = RESULTS / name
-    page = (committed / "leaderboard.html").read_text(encoding="utf-8")
-    records = load_records(committed / "runs")
+def test_every_reference_record_is_a_protocol_cell(name, cache):
+    records = load_records(reference_runs_dir(name, cache))
     assert records.older == 0 and records.current
     protocol = expand(load_config(RESULTS / PROTOCOLS[name]))
     cells = {_cell(s.to_dict()): s.model_params for s in protocol}
@@ -55,18 +73,13 @@ def test_every_reference_record_is_a_protocol_cell_and_linked_from_the_page(name
         assert cell in cells and cell not in seen, rec.run_id
         assert cells[cell].items() <= _comparable(rec.spec["model_params"]).items(), rec.run_id
         seen.add(cell)
-        # the page links each run's page of adversarial examples, which links its record
-        assert f'href="runs/{rec.run_id}.html"' in page
-        run_page = committed / "runs" / f"{rec.run_id}.html"
-        assert f'href="{rec.run_id}.json"' in run_page.read_text(encoding="utf-8")
-    assert page.count('href="runs/') == len(records.current)
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
-def test_every_model_and_seed_was_attacked_on_the_same_examples(name):
+def test_every_model_and_seed_was_attacked_on_the_same_examples(name, cache):
     """Paired comparisons need it: per attack (and training size), every record's examples are the same dev
     sentences (the whole AdvGLUE split; eval_seed 0's subset for the word-level attacks)."""
-    runs = RESULTS / name / "runs"
+    runs = reference_runs_dir(name, cache)
     examples: dict[tuple, dict[str, tuple]] = {}
     for rec in load_records(runs).current:
         key = (rec.spec["attack"], rec.spec["train_size"])
@@ -95,9 +108,7 @@ def test_one_model_setting_per_checkpoint_across_advglue_and_the_word_level_atta
         assert settings.loc[complete, "worst_case_accuracy_mean"].notna().all()
     tasks = tuple(f"| {task} |" for task in table["task"].unique())
     rows = [line for line in (committed / "leaderboard.md").read_text().splitlines() if line.startswith(tasks)]
-    assert len(rows) == len(table)
-    page = (committed / "leaderboard.html").read_text(encoding="utf-8")
-    assert page.count("<tr>") == 1 + len(table)  # the header, then one row per checkpoint setting
+    assert len(rows) == len(table)  # the page too: test_reference_leaderboard_regenerates_from_its_records
 
 
 def _cell(spec: dict) -> tuple:
@@ -137,27 +148,29 @@ def test_settings_csv_is_the_per_setting_table_the_leaderboard_had():
 
 
 def test_readme_results_table_is_the_reference_leaderboard():
-    """The README's results table is results/reference/leaderboard.md verbatim (bench/readme_results.py, `make
-    readme-results`), and leaderboard.md is regenerated from the records above, so the README cannot drift."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("readme_results", REPO / "bench" / "readme_results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """The README's results table is written from results/reference/leaderboard.csv (studies/readme_results.py,
+    `make readme-results`: model, clean, worst case, one column per attack, the verdict against bert; at most 8
+    columns), and leaderboard.csv is regenerated from the records above, so the README cannot drift."""
+    module = _study("readme_results")
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    expected = module.results_block((REFERENCE / "leaderboard.md").read_text(encoding="utf-8"))
+    expected = module.results_block(pd.read_csv(REFERENCE / "leaderboard.csv"))
     assert module.readme_block(readme) == expected, "README results out of date: run `make readme-results`"
+    header = expected.splitlines()[1]
+    assert header.startswith("| model | clean") and header.count(" | ") + 1 <= 8
 
 
-@pytest.mark.parametrize("script, outputs", [("claims.py", ("claims.md", "claims.json")), ("cost.py", ("cost.md",))])
+@pytest.mark.parametrize("script, outputs", [("claims", ("claims.md", "claims.json")), ("cost", ("cost.md",))])
 def test_the_claims_and_cost_tables_regenerate_from_the_records(script, outputs, tmp_path):
     """results/reference/claims.{md,json} (IM-BERT's claims against bert, with their verdicts) and cost.md (the
-    measured cost per cell kind) are what their scripts write from the committed records."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(script[:-3], REFERENCE / script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main(tmp_path)
+    measured cost per cell kind) are what their scripts (studies/) write from the committed records."""
+    _study(script).main(tmp_path)
     for name in outputs:
         assert (tmp_path / name).read_bytes() == (REFERENCE / name).read_bytes(), f"{name}: run `make reference`"
+
+
+def _study(name: str):
+    """The study script `studies/<name>.py`, imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "studies" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -18,8 +18,8 @@ same model only and the same seed only (exactly, from the copula's Owen's-T form
 `tau_seed` match the interaction and seed mean squares of the models x seeds table of accuracies by
 simulated moments (common random numbers). `rejection_rate` runs the verdict rule of
 `robench.report.stats` (the same `paired_arrays`, ALPHA and MIN_SEEDS as `robench compare`) on simulated
-pairs of models. `python -m robench.report.calibration [RUNS_DIR [REPS]]` prints the fit and the tables of
-docs/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2/runs; 4,000
+pairs of models. `python -m robench.report.calibration [RESULTS_DIR [REPS]]` prints the fit and the tables of
+docs/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2; 4,000
 repetitions for the size, a quarter for power).
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ class CrossedModel:
     tau_checkpoint: float  # sd of each checkpoint's own effect (probit)
 
 
-# `fit` on the v2 reference records (results/evidence-cpu/reference-v2/runs; tests/test_calibration.py re-fits them)
+# `fit` on the v2 reference records (results/evidence-cpu/reference-v2; tests/test_calibration.py re-fits them)
 FITTED = {
     "advglue": CrossedModel(mean=0.383, concentration=0.522, rho_seed=0.673, rho_model=0.081, tau_seed=0.077,
                             tau_checkpoint=0.077),
@@ -252,9 +252,12 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def main(runs_dir: str = "results/evidence-cpu/reference-v2/runs", reps: int = 4000) -> None:
-    """Print the fit of `runs_dir`'s records and the size and power tables (`reps` repetitions per size cell)."""
-    for attack, outcomes in reference_outcomes(Path(runs_dir)).items():
+def main(results_dir: str = "results/evidence-cpu/reference-v2", reps: int = 4000) -> None:
+    """Print the fit of `results_dir`'s records (packed or not) and the size and power tables (`reps` repetitions
+    per size cell)."""
+    from robench.core.packed import runs_to_read
+
+    for attack, outcomes in reference_outcomes(runs_to_read(Path(results_dir))).items():
         print(f"{attack}: {fit(outcomes)}")
     for name, model in FITTED.items():
         print(f"\n## {name}: {asdict(model)}")
@@ -266,5 +269,5 @@ def main(runs_dir: str = "results/evidence-cpu/reference-v2/runs", reps: int = 4
                                  table(model, shift, seeds, examples, cell_reps)))
 
 
-if __name__ == "__main__":  # python -m robench.report.calibration [RUNS_DIR [REPS]] (no CLI flags: not a command)
+if __name__ == "__main__":  # python -m robench.report.calibration [RESULTS_DIR [REPS]] (no CLI flags: not a command)
     main(*sys.argv[1:2], *(int(a) for a in sys.argv[2:3]))
