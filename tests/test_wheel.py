@@ -40,3 +40,19 @@ def test_wheel_installs_and_runs(tmp_path):
                              text=True)
     assert listing.returncode == 0, listing.stderr
     assert "textfooler" in listing.stdout and "imbert" in listing.stdout and "sst2" in listing.stdout
+    # the shipped reference protocols: packed records in the wheel, unpacked offline from it (robench.results)
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for protocol in ("reference", "reference-lowres", "reference-qnli"):
+        assert {f"robench/results/{protocol}/records.jsonl", f"robench/results/{protocol}/examples.parquet"} <= names
+    assert not any(name.endswith((".html", ".py")) and name.startswith("robench/results/")
+                   and not name.endswith("__init__.py") for name in names)
+    code = ("from robench.report.reference import reference_results_dir as packed, reference_runs_dir as runs; "
+            "print(packed('reference')); print(len(list(runs('reference').glob('*.json'))))")
+    runs = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={**env, "ROBENCH_CACHE_DIR": str(tmp_path / "cache")})
+    assert runs.returncode == 0, runs.stderr
+    packed, count = runs.stdout.split()
+    assert packed.startswith(purelib), packed
+    assert int(count) == len((ROOT / "results" / "reference" / "records.jsonl").read_text().splitlines())

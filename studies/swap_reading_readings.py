@@ -1,7 +1,7 @@
 """The hand readings of successful TextFooler swaps, summarised (docs/attacks.md, "Reading the swaps"). Writes
 readings.json; needs no data dir.
 
-    python results/evidence-cpu/swap-reading/readings.py
+    python studies/swap_reading_readings.py
 
 Each .tsv row is one swap in its sentence, read by one reader (the lead engineer) as `keeps` (same meaning,
 grammatical), `grammar` (same meaning, ungrammatical: "as we journey" -> "as we trips") or `changes` (another
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from robench.report.stats import wilson_interval
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu" / "swap-reading"
 LABELS = ("keeps", "grammar", "changes")
 
 

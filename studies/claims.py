@@ -8,23 +8,23 @@ interval, p, the difference detectable with 80% power, and the verdict against t
 * not distinguishable: neither; the detectable difference says what the protocol could have seen;
 * insufficient seeds: fewer than MIN_SEEDS matched seeds (no verdict).
 
-    python results/reference/claims.py      # needs no data dir; writes claims.md and claims.json beside it
+    python studies/claims.py      # needs no data dir; writes results/reference/claims.md and claims.json
 
-The records: results/reference/runs (the main grid, results/grid-reference.toml), results/reference-lowres/runs
-(results/grid-reference-lowres.toml) and results/reference-qnli/runs (results/grid-reference-qnli.toml).
+The records: results/reference (the main grid, results/grid-reference.toml), results/reference-lowres
+(results/grid-reference-lowres.toml) and results/reference-qnli (results/grid-reference-qnli.toml), packed.
 """
 import json
 from pathlib import Path
 
+from robench.core.packed import runs_to_read
 from robench.core.records import iter_records
 from robench.report.compare import compare, group_settings, with_holm
 from robench.report.stats import MIN_SEEDS
 
 NOTE = ("The defence minus bert in accuracy under attack, paired over matched seeds and shared examples "
         "(robench.report.compare); Holm over the claims with records; detectable: the difference the test finds with "
-        "80% power at alpha 0.05 (docs/statistics.md). Written by results/reference/claims.py from the records.")
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE.parent
+        "80% power at alpha 0.05 (docs/statistics.md). Written by studies/claims.py from the records.")
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 # (name, records, task, model, attack, training sentences, claimed points or None for a direction). IM-BERT: its
 # paper, arXiv 2505.06889. FreeLB: the published BERT-base SST-2 figures under TextAttack's TextFooler (FreeLB
 # 14.4% against fine-tuning's 5.0%; ../shared/DESIGN.md). SMART: an adversarial-robustness baseline (Jiang et
@@ -68,11 +68,11 @@ def against_bert(runs: Path) -> list:
     return compare(group_settings(iter_records(runs)), runs, "bert") if runs.is_dir() else []
 
 
-def main(folder: Path = HERE) -> None:
+def main(folder: Path = RESULTS / "reference") -> None:
     rows, found = [], {}
     for name, records, task, model, attack, size, claimed in CLAIMS:
         if records not in found:
-            found[records] = against_bert(RESULTS / records / "runs")
+            found[records] = against_bert(runs_to_read(RESULTS / records))
         match = [c for c in found[records] if (c.setting.spec["task"], c.setting.spec["model"],
                                                c.setting.spec["attack"], c.setting.spec["train_size"])
                  == (task, model, attack, size)]

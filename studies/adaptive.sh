@@ -3,9 +3,9 @@
 # gradient-swap through IM-BERT's unrolled solver and with BPDA, transfer of bert's TextFooler texts, then the
 # leaderboard with the worst-case column and the gradient-masking flags.
 #
-#   bash bench/adaptive.sh                       # the full protocol: 3 seeds, 200 eval examples
-#   SEEDS=0 EVAL_SIZE=20 BERT_ATTACK=0 bash bench/adaptive.sh   # the CPU-sized run of docs/adaptive.md
-#   bash bench/adaptive-reference.sh             # on the reference leaderboard's checkpoints and records
+#   bash studies/adaptive.sh                       # the full protocol: 3 seeds, 200 eval examples
+#   SEEDS=0 EVAL_SIZE=20 BERT_ATTACK=0 bash studies/adaptive.sh   # the CPU-sized run of docs/adaptive.md
+#   bash studies/adaptive-reference.sh             # on the reference leaderboard's checkpoints and records
 #
 # Environment: ROBENCH_DATA_DIR, ROBENCH_CACHE_DIR, ROBENCH_RESULTS_DIR as for `robench run`.
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""Screenshot a leaderboard page in headless Chromium: `python bench/leaderboard_png.py PAGE PNG [WIDTH]`.
+"""Screenshot a leaderboard page in headless Chromium: `python studies/leaderboard_png.py PAGE PNG [WIDTH]`.
 
 `make docs/leaderboard.png` runs it on results/reference/leaderboard.html for the README (not CI). The viewport is
 WIDTH (default 1280) pixels wide and as tall as the page, so the image shows the table and every plot. Needs the

@@ -10,15 +10,17 @@
 #
 # Each is attacked by TextFooler and BERT-Attack (their defaults: the valid lexicon synonyms, the textdefender
 # budget) on the same 100 SST-2 dev sentences (eval seed 0), paired. Records go to
-# results/evidence-cpu/positive-control/runs; checkpoints to the usual cache. Resumable: finished runs are skipped.
+# results/evidence-cpu/positive-control (packed: unpacked while the script runs, packed again at the end);
+# checkpoints to the usual cache. Resumable: finished runs are skipped.
 #
-#   ROBENCH_DATA_DIR=/path/to/shared/data bench/positive-control.sh "0 1 2 3" [--paper]
+#   ROBENCH_DATA_DIR=/path/to/shared/data studies/positive-control.sh "0 1 2 3" [--paper]
 set -euo pipefail
 SEEDS=${1:-"0 1 2 3"}
 PAPER=${2:-}
 OUT=${RESULTS:-results/evidence-cpu/positive-control}
 COMMON=(--task sst2 --train-size 3000 --epochs 2 --lr 1e-4 --batch-size 16 --max-length 128 --eval-size 100
         --eval-seed 0 --results-dir "$OUT" --device cpu --quiet)
+[ -f "$OUT/records.jsonl" ] && robench unpack "$OUT"
 A2T_TF=(--param a2t_attack=textfooler --param a2t_k=50 --param a2t_min_cos=-1 --param a2t_max_rate=0.3
         --param a2t_min_words=0 --param a2t_query_budget=1000)
 for seed in $SEEDS; do
@@ -30,4 +32,5 @@ for seed in $SEEDS; do
     fi
   done
 done
+robench pack "$OUT"
 robench compare --baseline bert --results-dir "$OUT" | tee "$OUT/compare.txt"

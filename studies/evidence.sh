@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the README's defense, IM-BERT search, analysis, attack-engine and training-throughput tables in one go.
 #
-#   bash bench/evidence.sh DATA_DIR OUT_DIR [DEVICE]
+#   bash studies/evidence.sh DATA_DIR OUT_DIR [DEVICE]
 #
 # Sizes default to the GPU evidence; the README's CPU tables used
 #   TRAIN_SIZE=400 LOW_RESOURCE=100 EPOCHS=2 LR=1e-4 BATCH=16 (and no time limits: T_*=0).

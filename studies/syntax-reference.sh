@@ -4,10 +4,10 @@
 # imbert on layers 0,1,2; seeds 0-2): `robench analyze --syntax` on each of the 12 checkpoints (reused from
 # the cache when the grid trained them, else trained here), then `robench syntax-report`.
 #
-#   robench resources build-mlm-head && bash bench/syntax-reference.sh
+#   robench resources build-mlm-head && bash studies/syntax-reference.sh
 #
 # The committed records (results/evidence-cpu/syntax-reference/) were made on the reference's earlier
-# schedule: TRAIN_SIZE=1000 EPOCHS=3 bash bench/syntax-reference.sh
+# schedule: TRAIN_SIZE=1000 EPOCHS=3 bash studies/syntax-reference.sh
 #
 # Environment: ROBENCH_DATA_DIR and ROBENCH_CACHE_DIR as for the grid; OUT: where the records go;
 # TRAIN_SIZE / EPOCHS: the training schedule (default: the reference grid's);

@@ -1,10 +1,10 @@
 """Hand-read validity of TextFooler's successful swaps, and what offline signals can tell (docs/attacks.md,
-"Reading the swaps"). Writes measure.json.
+"Reading the swaps"). Writes results/evidence-cpu/swap-reading/measure.json.
 
-    ROBENCH_DATA_DIR=/path/to/shared/data python results/evidence-cpu/swap-reading/measure.py
+    ROBENCH_DATA_DIR=/path/to/shared/data python studies/swap_reading_measure.py
 
 `swaps.tsv`: 160 distinct (old, new) swaps drawn at random (seed 0, first occurrence of each pair) from the
-successful examples of the 12 TextFooler records in results/evidence-cpu/attack-validity/runs (the `lexicon`
+successful examples of the 12 TextFooler records in results/evidence-cpu/attack-validity (the `lexicon`
 source, textdefender budget, before the part-of-speech-in-context check), each read by one reader (the lead
 engineer) in its sentence, before any signal below was computed, as `keeps` (same meaning in context),
 `grammar` (same meaning, ungrammatical: "as we journey" -> "as we trips") or `changes` (another meaning or
@@ -29,13 +29,15 @@ import torch
 from sklearn.metrics import roc_auc_score
 from transformers import AutoModel
 
+from robench.core.packed import runs_to_read
 from robench.core.paths import resolve_settings
 from robench.engine.resources import pos_tagger, synonym_table
 from robench.engine.resources.lexicon import lexicon
 from robench.engine.substitution import WordNetPos
 from robench.training.backbones import load_tokenizer, resolve_backbone
 
-HERE = Path(__file__).resolve().parent
+EVIDENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu"
+HERE = EVIDENCE / "swap-reading"
 
 
 def hidden(model, tokenizer, words: list[str], i: int) -> list[torch.Tensor]:
@@ -51,7 +53,7 @@ def lists_naming_every_swap(lex) -> dict:
     from robench.engine.audit import swaps
 
     names: Counter = Counter()
-    for path in sorted((HERE.parent / "attack-validity" / "runs").glob("sst2-*-textfooler-*.csv")):
+    for path in sorted(runs_to_read(EVIDENCE / "attack-validity").glob("sst2-*-textfooler-*.csv")):
         record = json.loads(path.with_suffix(".json").read_text())
         if record["hyperparameters"]["attack"].get("budget") != "textdefender":
             continue

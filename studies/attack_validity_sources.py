@@ -1,7 +1,7 @@
 """The candidate sources compared (docs/resources.md): SimLex-999 rho, candidates per word, coverage on SST-2 /
-MR / AG, held-out recall. Writes sources.json.
+MR / AG, held-out recall. Writes results/evidence-cpu/attack-validity/sources.json.
 
-    ROBENCH_DATA_DIR=/path/to/shared/data python results/evidence-cpu/attack-validity/measure_sources.py
+    ROBENCH_DATA_DIR=/path/to/shared/data python studies/attack_validity_sources.py
 
 * candidates per word: over the non-stopword alphabetic tokens of SST-2 dev (token-weighted), K = 50;
 * coverage: share of those tokens (SST-2 dev, MR all, AG test) with at least one candidate;
@@ -92,7 +92,8 @@ def main() -> None:
             row["simlex_pairs_in_vocabulary"] = len(ok)
         out["sources"][name] = row
         print(name, json.dumps(row), flush=True)
-    (Path(__file__).parent / "sources.json").write_text(json.dumps(out, indent=1))
+    out_path = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu" / "attack-validity" / "sources.json"
+    out_path.write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

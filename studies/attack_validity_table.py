@@ -1,19 +1,20 @@
 """The before/after table of docs/attacks.md#valid-attacks: per model and word-level attack, the old records
-(the v2 reference's, results/evidence-cpu/reference-v2/runs: counter-fitted GloVe-50d, no budget, no antonym
-filter) against the new ones (this folder's runs: the `lexicon` source, the textdefender budget, BERT-Attack's antonym filter; and, as
-"textdefender + wordnet_pos", results/evidence-cpu/pos-in-context: the same checkpoints under today's default,
-with the part-of-speech-in-context check), 100 SST-2 dev
-examples (eval_seed 0) x the training seeds present. Accuracy under attack and success rate with the 95%
-intervals of robench.report.stats (seeds and examples resampled, docs/statistics.md); the swap audit pooled over
-seeds (robench.engine.audit; the old records audited from their CSVs). Writes evidence_table.json and prints
-markdown rows.
+(the v2 reference's, results/evidence-cpu/reference-v2: counter-fitted GloVe-50d, no budget, no antonym filter)
+against the new ones (results/evidence-cpu/attack-validity: the `lexicon` source, the textdefender budget,
+BERT-Attack's antonym filter; and, as "textdefender + wordnet_pos", results/evidence-cpu/pos-in-context: the same
+checkpoints under today's default, with the part-of-speech-in-context check), 100 SST-2 dev examples (eval_seed
+0) x the training seeds present. Accuracy under attack and success rate with the 95% intervals of
+robench.report.stats (seeds and examples resampled, docs/statistics.md); the swap audit pooled over seeds
+(robench.engine.audit; the old records audited from their CSVs). Writes
+results/evidence-cpu/attack-validity/evidence_table.json and prints markdown rows.
 
-    ROBENCH_DATA_DIR=/path/to/shared/data python results/evidence-cpu/attack-validity/evidence_table.py
+    ROBENCH_DATA_DIR=/path/to/shared/data python studies/attack_validity_table.py
 """
 import json
 from collections import defaultdict
 from pathlib import Path
 
+from robench.core.packed import runs_to_read
 from robench.core.paths import resolve_settings
 from robench.core.records import iter_records, read_examples
 from robench.engine.audit import audit
@@ -21,8 +22,9 @@ from robench.engine.resources.lexicon import lexicon
 from robench.report.compare import outcomes
 from robench.report.stats import outcome_matrix, proportion_intervals
 
-HERE = Path(__file__).resolve().parent
-OLD, NEW, POS = HERE.parent / "reference-v2" / "runs", HERE / "runs", HERE.parent / "pos-in-context" / "runs"
+EVIDENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu"
+HERE = EVIDENCE / "attack-validity"
+OLD, NEW, POS = (runs_to_read(EVIDENCE / name) for name in ("reference-v2", "attack-validity", "pos-in-context"))
 ATTACKS = ("textfooler", "gradient-swap", "bert-attack")
 OLD_LISTS = {"textfooler": ["ppdb"], "gradient-swap": ["ppdb"], "bert-attack": []}
 
