@@ -15,12 +15,13 @@ def add_parser(sub) -> None:
 
 
 def cmd_compare(args) -> None:
+    from robench.core.packed import runs_to_read
     from robench.report.compare import compare, group_settings
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
 
     settings = settings_from_args(args)
-    runs_dir = settings.runs_to_read()
+    runs_dir = runs_to_read(settings.results_dir, settings.cache_dir)
     records = load_records(runs_dir)
     found = compare(group_settings(records.current), runs_dir, args.baseline)
     family = found[0].family if found else 0

@@ -212,6 +212,7 @@ def cmd_list(args) -> None:
 
 
 def cmd_leaderboard(args) -> None:
+    from robench.core.packed import runs_to_read
     from robench.report.leaderboard import load_records, write_leaderboard
 
     settings = settings_from_args(args)
@@ -227,7 +228,7 @@ def cmd_leaderboard(args) -> None:
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} checkpoints), and beside them settings.csv and settings.md "
           "(one row per setting)")
-    if note := load_records(settings.runs_to_read()).note:
+    if note := load_records(runs_to_read(settings.results_dir, settings.cache_dir)).note:
         print(note)
     if args.html:
         from robench.report.leaderboard_page import write_html

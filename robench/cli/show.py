@@ -26,6 +26,7 @@ def add_parser(sub) -> None:
 
 
 def cmd_show(args) -> None:
+    from robench.core.packed import runs_to_read
     from robench.report.examples import load_run
     from robench.report.validity import validity_facts
 
@@ -33,7 +34,8 @@ def cmd_show(args) -> None:
         from robench.cli.core import check_page_path
 
         check_page_path(args.html)
-    runs_dir = settings_from_args(args, read_only=True).runs_to_read()
+    settings = settings_from_args(args, read_only=True)
+    runs_dir = runs_to_read(settings.results_dir, settings.cache_dir)
     run = load_run(runs_dir, args.run_id)
     console = Console()
     console.print(examples_table(run, args.outcome, args.limit))

@@ -27,13 +27,6 @@ class Settings:
     def runs_dir(self) -> Path:
         return self.results_dir / "runs"
 
-    def runs_to_read(self) -> Path:
-        """The runs directory a report reads: `runs_dir`, or the unpacked copy of a packed results directory
-        (`robench.core.packed`)."""
-        from robench.core.packed import runs_to_read
-
-        return runs_to_read(self.results_dir, self.cache_dir)
-
     @property
     def checkpoints_dir(self) -> Path:
         return self.cache_dir / "checkpoints"
