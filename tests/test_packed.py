@@ -2,6 +2,7 @@
 byte, every committed pack unpacks to records that verify, and the reports read a packed results directory as
 they read any other."""
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,16 @@ from test_compare import fake_run
 
 from robench.cli import main
 from robench.core.errors import RobenchError
-from robench.core.packed import EXAMPLES, RECORDS, pack, pack_results_dir, read_runs_dir, runs_to_read, unpack
+from robench.core.packed import (
+    EXAMPLES,
+    RECORDS,
+    pack,
+    pack_results_dir,
+    read_runs_dir,
+    runs_to_read,
+    unpack,
+    unpack_results_dir,
+)
 from robench.core.records import read_record, record_problem
 from robench.core.types import ExampleResult
 from robench.runs.store import RunStore
@@ -52,6 +62,7 @@ def test_the_unpacked_copy_is_reused_only_while_the_packed_bytes_are_the_same(tm
     marker = first / "marker"
     marker.write_text("")
     assert unpack(tmp_path, tmp_path / "cache") == first and marker.is_file()  # reused, not rewritten
+    unpack_results_dir(tmp_path, tmp_path / "cache")
     fake_run(tmp_path / "runs", ["successful"] * 4, seed=1)
     pack_results_dir(tmp_path, tmp_path / "cache")  # the packed runs plus the new one
     second = unpack(tmp_path, tmp_path / "cache")
@@ -67,10 +78,15 @@ def test_a_file_robench_did_not_write_that_way_is_refused_and_nothing_written(tm
     assert not (tmp_path / RECORDS).exists() and not (tmp_path / EXAMPLES).exists()
 
 
-def test_loose_records_beside_a_pack_are_an_error_naming_the_fix(tmp_path):
+def test_runs_are_not_written_into_a_packed_dir_and_loose_records_beside_a_pack_are_refused(tmp_path):
+    """`run` and `grid` would not see the packed runs (and redo them): refused before any work, naming the fix;
+    records copied in by hand make the readers refuse the directory, naming the fix."""
+    fake_run(tmp_path / "other" / "runs", ["failed"] * 4, seed=1)
     fake_run(tmp_path / "runs", ["failed"] * 4)
     pack_results_dir(tmp_path, tmp_path / "cache")
-    fake_run(tmp_path / "runs", ["failed"] * 4, seed=1)  # e.g. `robench run --results-dir` into a packed folder
+    with pytest.raises(RobenchError, match="robench unpack"):
+        RunStore(tmp_path / "runs", "any-run")
+    shutil.copytree(tmp_path / "other" / "runs", tmp_path / "runs", dirs_exist_ok=True)
     with pytest.raises(RobenchError, match="robench pack"):
         runs_to_read(tmp_path, tmp_path / "cache")
 

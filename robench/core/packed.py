@@ -79,6 +79,15 @@ def unpack(results_dir: Path, cache_dir: Path | None = None) -> Path:
     return target / "runs"
 
 
+def refuse_writing_into(results_dir: Path) -> None:
+    """A run about to be written into `results_dir` (before any work): refused while the directory is packed,
+    whose finished runs `run` and `grid` would not see."""
+    if is_packed(results_dir):
+        raise RobenchError(f"{results_dir} holds packed records ({RECORDS}): `robench unpack {results_dir}` first "
+                           f"(so finished runs are skipped and new ones land beside them), then `robench pack "
+                           f"{results_dir}`; or pass another --results-dir")
+
+
 def runs_to_read(results_dir: Path, cache_dir: Path | None = None) -> Path:
     """The runs directory to read for `results_dir`: its `runs/`, or, packed, the unpacked copy. A packed
     directory whose `runs/` holds records too is refused (pack them, or write them elsewhere)."""

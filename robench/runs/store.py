@@ -22,6 +22,7 @@ from typing import Any, Callable, get_args
 
 from robench.core.files import NO_SPACE, atomic_write, disk_full_error
 from robench.core.hashing import content_hash
+from robench.core.packed import refuse_writing_into
 from robench.core.records import (
     RECORD_FORMAT,
     RunRecord,
@@ -89,6 +90,7 @@ class RunStore:
     """Files of one run under `runs_dir`: record, per-example CSV, partial results."""
 
     def __init__(self, runs_dir: Path, run_id: str) -> None:
+        refuse_writing_into(Path(runs_dir).parent)  # a packed results directory: unpack it first
         self.record_path = record_path(runs_dir, run_id)
         self.csv_path = examples_path(runs_dir, run_id)
         self.partial_path = runs_dir / f"{run_id}.partial.jsonl"
