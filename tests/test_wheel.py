@@ -27,7 +27,10 @@ def test_wheel_installs_and_runs(tmp_path):
                              check=True, capture_output=True, text=True).stdout.strip()
     # The dependencies come from this test's environment (a path entry, so its editable robench is not seen);
     # robench itself only from the wheel.
-    deps = [p for p in site.getsitepackages() + [sysconfig.get_paths()["purelib"]] if Path(p).is_dir()]
+    # (with the site-packages a .pth file chains in, as in a venv layered over another one)
+    chained = [p for p in sys.path if p.endswith("-packages")]
+    here = site.getsitepackages() + [sysconfig.get_paths()["purelib"]] + chained
+    deps = [p for p in here if Path(p).is_dir()]
     (Path(purelib) / "_robench_test_deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", purelib, str(wheel)],
                    check=True, capture_output=True, text=True)
