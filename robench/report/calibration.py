@@ -18,7 +18,9 @@ same model only and the same seed only (exactly, from the copula's Owen's-T form
 `tau_seed` match the interaction and seed mean squares of the models x seeds table of accuracies by
 simulated moments (common random numbers). `rejection_rate` runs the verdict rule of
 `robench.report.stats` (the same `paired_arrays`, ALPHA and MIN_SEEDS as `robench compare`) on simulated
-pairs of models. `python -m robench.report.calibration [RUNS_DIR [REPS]]` prints the fit and the tables of
+pairs of models; `familywise_rate` runs Holm over 25 comparisons with one shared baseline; `detectable_power`
+measures the power at the difference `detectable_difference` prints.
+`python -m robench.report.calibration [RUNS_DIR [REPS]]` prints the fit and the size and power tables of
 docs/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2/runs; 4,000
 repetitions for the size, a quarter for power).
 """

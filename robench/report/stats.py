@@ -11,23 +11,28 @@ replication unit, crossed with the example. Both are random.
   Satterthwaite's degrees of freedom (Searle, Casella & McCulloch, *Variance Components*, 1992, ch. 4;
   Satterthwaite 1946). The seed part (MS_seed, S - 1 df) is never truncated; the example part is dropped
   when its estimate is negative.
-* `paired_tests`: the difference in accuracy under attack of two models over the seeds both have and the
-  examples both attacked, seed s of one paired with seed s of the other (a seed fixes the training subset
-  and order, so same-seed checkpoints of different models agree more than two seeds of one model);
-  t test and t interval on the Satterthwaite df. Closed form: no resampling, so no Monte-Carlo error and no
-  verdict depends on a random seed.
+* `paired_test` / `paired_arrays`: the difference in accuracy under attack of two models over the seeds both
+  have and the examples both attacked, seed s of one paired with seed s of the other (a seed fixes the training
+  subset and order, so same-seed checkpoints of different models agree more than two seeds of one model). The
+  variance is `variance_parts`' seed part plus example part; the reference distribution (`two_sided_tail`) is
+  the generalized pivot with the seed part random on its S - 1 df and the example part known (Tsui &
+  Weerahandi 1989), whose far tail holds where Satterthwaite's t did not (issue 46: Holm's family-wise error over
+  25 comparisons up to 18.9%). Deterministic quadrature: no Monte-Carlo error, no verdict depends on a random
+  seed. `detectable_difference`: the difference this test finds with 80% power.
 * `proportion_intervals`: a setting's clean accuracy, accuracy under attack and attack success rate, as
   Wilson intervals on the effective number of examples p(1 - p) / var (the design-effect Wilson interval of
   survey statistics; Kish 1965, Korn & Graubard 1998) with the t quantile on the Satterthwaite df. One seed:
   the plain Wilson interval (examples only: no seed variance can be estimated).
 * `holm`: Holm's step-down adjustment of a family of p-values (Holm 1979).
-* `verdict`: fewer than MIN_SEEDS seeds: "insufficient seeds"; else the Holm-adjusted p-value against ALPHA.
+* `verdict`: fewer than MIN_SEEDS seeds: "insufficient seeds"; else the Holm-adjusted p-value against ALPHA
+  (`robench.report.compare.Comparison.verdict` adds no shared seeds, too few examples and no variation).
 * `exact_sign_pvalue`: the exact one-sided sign (McNemar) test on the discordant examples of ONE trained model
   under two attacks, conditional on that checkpoint (`robench.report.worstcase.blackbox_stronger`).
 
 MIN_SEEDS and the choice of the estimators come from simulation (`robench.report.calibration`,
-docs/statistics.md): at S = 3 the test's size reaches 7.6-7.9% in some fitted scenarios; from S = 4 it
-stays within [2.5%, 7.5%] at 100-2,000 examples.
+docs/statistics.md): at S = 3 the Satterthwaite test's size reached 7.6-7.9% in some fitted scenarios; from
+S = 4 the test's size stays within [2.5%, 7.5%] and Holm's family-wise error over 25 comparisons below 5% on the
+AdvGLUE fit (tests/test_calibration.py).
 """
 from __future__ import annotations
 
