@@ -2,11 +2,13 @@
 in accuracy under attack, paired over matched seeds and the shared examples (robench.report.compare), its 95%
 interval, p, the difference detectable with 80% power, and the verdict against the claimed size:
 
-* confirmed: more robust (p < 0.05 over the claims tested here, Holm) and the interval holds the claim;
-* refuted: the interval excludes the claimed size (for a claim of direction only, without a size: less robust,
-  Holm p < 0.05);
+* refuted: the test of the claimed size (the same paired test, of that difference instead of 0) has p < 0.05
+  after Holm's adjustment over the claims (for a claim of direction only, without a size: less robust, the test
+  of 0 at Holm p < 0.05);
+* confirmed: not refuted, and more robust (the test of 0 at Holm p < 0.05 over the claims);
 * not distinguishable: neither; the detectable difference says what the protocol could have seen;
-* insufficient seeds: fewer than MIN_SEEDS matched seeds (no verdict).
+* no verdict (`robench.report.compare.Comparison.verdict`): insufficient seeds (fewer than MIN_SEEDS matched),
+  no shared seeds, too few examples or no variation.
 
     python studies/claims.py      # needs no data dir; writes results/reference/claims.md and claims.json
 
@@ -19,11 +21,14 @@ from pathlib import Path
 from robench.core.packed import runs_to_read
 from robench.core.records import iter_records
 from robench.report.compare import compare, group_settings, with_holm
-from robench.report.stats import MIN_SEEDS
+from robench.report.stats import ALPHA, NO_VERDICT, holm
 
 NOTE = ("The defence minus bert in accuracy under attack, paired over matched seeds and shared examples "
-        "(robench.report.compare); Holm over the claims with records; detectable: the difference the test finds with "
-        "80% power at alpha 0.05 (docs/statistics.md). Written by studies/claims.py from the records.")
+        "(robench.report.compare), with its per-claim 95% interval; Holm p: the test of no difference, Holm over the "
+        "claims with records (confirms); claim Holm p: the test of the claimed size (of a direction: the test of no "
+        "difference, against it), Holm over the same claims (refutes at < 0.05); detectable: the difference the test "
+        "finds with 80% power at alpha 0.05 (docs/statistics.md). Written by studies/claims.py from the "
+        "records.")
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 # (name, records, task, model, attack, training sentences, claimed points or None for a direction). IM-BERT: its
 # paper, arXiv 2505.06889. FreeLB: the published BERT-base SST-2 figures under TextAttack's TextFooler (FreeLB
@@ -51,16 +56,24 @@ def number(x: float, spec: str) -> str:
     return "–" if x != x else format(x, spec)
 
 
-def verdict(c, claimed: float | None) -> str:
-    d = c.difference
-    if len(c.seeds) < MIN_SEEDS:
-        return "insufficient seeds"
-    significant = c.adjusted_p < 0.05
+def against_claim(c, claimed: float | None) -> float:
+    """The p-value that refutes the claim: of the claimed size, or for a direction the test of no difference
+    when the difference goes against it (1 when it does not); nan without a test."""
+    if c.test is None or not c.test.varies:
+        return float("nan")
     if claimed is None:
-        return "confirmed" if significant and d.value > 0 else "refuted" if significant else "not distinguishable"
-    if not d.low <= claimed / 100 <= d.high:
+        return c.p_value if c.difference.value < 0 else 1.0
+    return c.test.p_value_at(claimed / 100)
+
+
+def verdict(c, refuting_p: float) -> str:
+    """The claim's verdict from its comparison `c` (Holm-adjusted over the claims) and its Holm-adjusted
+    refuting p-value."""
+    if c.verdict in NO_VERDICT:
+        return c.verdict
+    if refuting_p < ALPHA:
         return "refuted"
-    return "confirmed" if significant and d.value > 0 else "not distinguishable"
+    return "confirmed" if c.adjusted_p < ALPHA and c.difference.value > 0 else "not distinguishable"
 
 
 def against_bert(runs: Path) -> list:
@@ -77,24 +90,31 @@ def main(folder: Path = RESULTS / "reference") -> None:
                                                c.setting.spec["attack"], c.setting.spec["train_size"])
                  == (task, model, attack, size)]
         rows.append((name, claimed, match[0] if match else None))
-    tested = with_holm([c for _, _, c in rows if c is not None])
-    by_id = {id(c): t for c, t in zip([c for _, _, c in rows if c is not None], tested)}
+    present = [(c, claimed) for _, claimed, c in rows if c is not None]
+    tested = with_holm([c for c, _ in present])
+    refuting = [against_claim(c, claimed) for c, claimed in present]
+    refuting_holm = [float("nan") if p != p else a for p, a in zip(refuting, holm([1.0 if p != p else p
+                                                                                    for p in refuting]))]
+    by_id = {id(c): (t, r, h) for (c, _), t, r, h in zip(present, tested, refuting, refuting_holm)}
     out = []
-    lines = ["| claim | seeds | examples | defence - bert, points [95%] | detectable (80%) | p | Holm p | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| claim | seeds | examples | defence - bert, points [95%] | detectable (80%) | p | Holm p | "
+             "claim p | claim Holm p | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, claimed, c in rows:
         if c is None:
-            lines.append(f"| {name} | – | – | no records yet | – | – | – | – |")
+            lines.append(f"| {name} | – | – | no records yet | – | – | – | – | – | – |")
             out.append({"claim": name, "claimed": claimed, "verdict": "no records"})
             continue
-        c = by_id[id(c)]
-        d, v = c.difference, verdict(c, claimed)
-        interval = f"{100 * d.value:+.1f}" + ("" if d.low != d.low else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
+        c, claim_p, claim_holm = by_id[id(c)]
+        d, v = c.difference, verdict(c, claim_holm)
+        interval = "–" if d.value != d.value else f"{100 * d.value:+.1f}" + (
+            "" if d.low != d.low else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
         lines.append(f"| {name} | {len(c.seeds)} | {c.examples} | {interval} | {number(100 * c.detectable, '.1f')} | "
-                     f"{number(c.p_value, '.3g')} | {number(c.adjusted_p, '.3g')} | {v} |")
+                     f"{number(c.p_value, '.3g')} | {number(c.adjusted_p, '.3g')} | {number(claim_p, '.3g')} | "
+                     f"{number(claim_holm, '.3g')} | {v} |")
         out.append({"claim": name, "claimed": claimed, "seeds": list(c.seeds), "examples": c.examples,
                     "difference": [finite(x) for x in (d.value, d.low, d.high)], "detectable": finite(c.detectable),
-                    "p": finite(c.p_value), "holm_p": finite(c.adjusted_p), "verdict": v})
+                    "p": finite(c.p_value), "holm_p": finite(c.adjusted_p), "claim_p": finite(claim_p),
+                    "claim_holm_p": finite(claim_holm), "verdict": v})
     (folder / "claims.json").write_text(json.dumps(out, indent=1) + "\n")
     (folder / "claims.md").write_text("\n".join(lines + ["", NOTE]) + "\n")
     print("\n".join(lines))

@@ -1,5 +1,6 @@
 """Settings, per-setting intervals and paired comparisons on synthetic run records with known answers."""
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -9,7 +10,15 @@ from robench.core.records import RunRecord, iter_records
 from robench.core.types import ExampleResult
 from robench.report.compare import compare, group_settings, intervals
 from robench.report.identity import one_per_seed
-from robench.report.stats import INSUFFICIENT, MIN_SEEDS, holm, wilson_interval
+from robench.report.stats import (
+    INSUFFICIENT,
+    MIN_SEEDS,
+    NO_SHARED_SEEDS,
+    NO_VARIATION,
+    TOO_FEW_EXAMPLES,
+    holm,
+    wilson_interval,
+)
 from robench.runs.spec import RunSpec, TrainConfig
 from robench.runs.store import RunStore
 
@@ -103,30 +112,44 @@ def test_compare_finds_a_planted_difference_and_not_identical_models(tmp_path):
     assert worse.significant and worse.p_value < 0.001 and worse.difference.high < 0
     assert worse.verdict == "less robust than the baseline"
     assert worse.seeds == (0, 1, 2, 3, 4) and worse.examples == 200
-    assert not same.significant and same.p_value == 1.0
-    assert same.verdict == "not distinguishable from the baseline"
     assert 0 < worse.detectable < 0.2  # the planted 20 points were well within reach
-
-
-def test_detectable_difference_is_found_with_80_percent_power(tmp_path):
-    """What the column promises: a true difference of `detectable` points is found about 80% of the time by
-    the same paired test on fresh seeds x examples (simulated from one fitted se and df)."""
-    from robench.report.stats import detectable_difference, t_pvalue
-
-    rng = np.random.default_rng(0)
-    se, df = 0.02, 12.0
-    effect = detectable_difference(se, df)
-    estimates = effect + se * rng.standard_t(df, size=20_000)
-    power = float(np.mean(t_pvalue(estimates, np.full_like(estimates, se), np.full_like(estimates, df)) < 0.05))
-    assert power == pytest.approx(0.8, abs=0.02)
+    # identical models: every difference 0, so no variance, no interval, no p-value and no verdict
+    assert not same.significant and math.isnan(same.p_value) and math.isnan(same.difference.low)
+    assert same.verdict == NO_VARIATION and same.difference.value == 0.0
 
 
 def test_the_family_is_every_comparison_and_holm_decides(tmp_path):
+    """Holm over every comparison made: one without a p-value (identical models: no variation) counts with p 1."""
     found = _planted(tmp_path, worse_by=40)
     worse, same = found["imbert"], found["freelb"]
     assert worse.family == same.family == 2
-    assert [worse.adjusted_p, same.adjusted_p] == pytest.approx(holm([worse.p_value, same.p_value]))
-    assert worse.adjusted_p >= worse.p_value
+    assert worse.adjusted_p == pytest.approx(holm([worse.p_value, 1.0])[0]) == pytest.approx(2 * worse.p_value)
+    assert math.isnan(same.adjusted_p)
+
+
+def test_no_shared_seeds_is_a_row_that_says_so_and_counts_in_the_family(tmp_path):
+    """bert on seeds 0-4, imbert on seeds 5-9: no pairing is possible; the comparison is still made, says why
+    there is no verdict, and counts in the family (Holm's m), so freelb's adjusted p is twice its p."""
+    rng = np.random.default_rng(1)
+    for seed in range(5):
+        base = statuses(120, 80, rng=rng)
+        fake_run(tmp_path, base, model="bert", seed=seed)
+        fake_run(tmp_path, base, model="imbert", seed=seed + 5)
+        fake_run(tmp_path, [s if i % 5 else "successful" for i, s in enumerate(base)], model="freelb", seed=seed)
+    found = {c.setting.spec["model"]: c for c in compare(group_settings(iter_records(tmp_path)), tmp_path, "bert")}
+    apart, freelb = found["imbert"], found["freelb"]
+    assert apart.verdict == NO_SHARED_SEEDS and apart.seeds == () and apart.examples == 0
+    assert math.isnan(apart.difference.value) and math.isnan(apart.p_value) and apart.family == freelb.family == 2
+    assert freelb.adjusted_p == pytest.approx(min(1.0, 2 * freelb.p_value))
+
+
+def test_one_example_is_too_few_examples_not_insufficient_seeds(tmp_path):
+    for seed in range(5):
+        fake_run(tmp_path, ["failed"], model="bert", seed=seed, eval_size=1)
+        fake_run(tmp_path, ["successful"], model="imbert", seed=seed, eval_size=1)
+    [one] = compare(group_settings(iter_records(tmp_path)), tmp_path, "bert")
+    assert one.verdict == TOO_FEW_EXAMPLES and one.examples == 1 and len(one.seeds) == 5
+    assert one.difference.value == -1.0 and math.isnan(one.p_value) and math.isnan(one.detectable)
 
 
 def test_too_few_seeds_give_no_verdict(tmp_path):

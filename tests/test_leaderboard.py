@@ -89,7 +89,8 @@ def test_leaderboard_with_a_baseline(tmp_path, capsys):
     assert pd.isna(diff["bert"]) and diff["freelb"] == pytest.approx(0.2) and diff["smart"] == 0.0
     for text, column in ((md.read_text(), "textfooler vs bert"),
                          ((tmp_path / "settings.md").read_text(), "robust_accuracy vs bert")):
-        assert f"| {column} |" in text and "+20.0 [" in text and "p=1 Holm 1 |" in text
+        # smart is bert exactly: every difference 0, so no variation and no verdict (issue 46), not "p=1 Holm 1"
+        assert f"| {column} |" in text and "+20.0 [" in text and "+0.0 (no variation) |" in text
         assert text.count(" *") == 1 and "family of 2 comparisons" in text
     rows = table.set_index("model")
     assert rows.loc["freelb", "textfooler.robust_accuracy_diff_verdict"] == "more robust than the baseline"
@@ -168,7 +169,7 @@ def test_compare_command(tmp_path, capsys):
         fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="smart", seed=seed)
     assert main(["compare", "--results-dir", str(tmp_path), "--baseline", "bert"]) == 0
     out = capsys.readouterr().out
-    assert "less robust than the baseline" in out and "not distinguishable from the baseline" in out
+    assert "less robust than the baseline" in out and "no variation" in out  # smart is bert exactly (issue 46)
     assert "-30.0 [" in out and "detectable" in out
     assert main(["compare", "--results-dir", str(tmp_path), "--baseline", "imbert"]) == 2
     assert "no run records of the baseline model 'imbert'" in capsys.readouterr().err

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest, ttest_1samp
+from scipy.stats import binomtest, chi2, norm, t, ttest_1samp
 
 from robench.report.stats import (
     A_BETTER,
@@ -15,7 +15,6 @@ from robench.report.stats import (
     MIN_SEEDS,
     MISSING,
     MORE_ROBUST,
-    NOT_DISTINGUISHABLE,
     RATIOS,
     SAME,
     SKIPPED,
@@ -25,9 +24,10 @@ from robench.report.stats import (
     exact_sign_pvalue,
     holm,
     outcome_matrix,
-    paired_arrays,
     paired_test,
     ratio_interval,
+    tail_quantile,
+    two_sided_tail,
     verdict,
     wilson_interval,
 )
@@ -101,11 +101,43 @@ def test_crossed_variance_of_an_additive_table():
     assert df == pytest.approx((seed_part + example_part) ** 2 / (seed_part ** 2 / 2 + example_part ** 2 / 4))
 
 
+@pytest.mark.parametrize("k", [1, 3, 4, 9, 40])
+def test_the_reference_distribution_is_t_at_seed_share_one_and_normal_at_zero(k):
+    """T = Z sqrt(w k / U + 1 - w): Student's t on k df at w = 1 (the quadrature within 1e-7 relative), the normal
+    at w = 0, in between otherwise; `tail_quantile` inverts it."""
+    x = np.array([0.1, 1.0, 2.0, 3.0, 5.0, 8.0])
+    assert two_sided_tail(x, 1.0, k) == pytest.approx(2 * t.sf(x, k), rel=1e-7, abs=1e-13)
+    assert two_sided_tail(x, 0.0, k) == pytest.approx(2 * norm.sf(x), rel=1e-9)
+    half = two_sided_tail(x, 0.5, k)
+    assert np.all(2 * norm.sf(x[2:]) < half[2:]) and np.all(half[2:] < 2 * t.sf(x[2:], k))
+    shares = np.array([0.0, 0.3, 1.0])
+    assert two_sided_tail(tail_quantile(0.002, shares, k), shares, k) == pytest.approx(0.002, rel=1e-6)
+    assert float(tail_quantile(0.05, 1.0, k)) == pytest.approx(t.isf(0.025, k), rel=1e-6)
+
+
 def test_detectable_difference_known_answers():
-    """(z_0.975 + z_0.8) x se on a normal reference, wider on few degrees of freedom, nan without a test."""
-    assert detectable_difference(0.01, float("inf")) == pytest.approx(0.01 * (1.959964 + 0.841621), rel=1e-5)
-    assert detectable_difference(0.01, 3) > detectable_difference(0.01, 30) > detectable_difference(0.01, 1e9)
-    assert math.isnan(detectable_difference(float("nan"), 4)) and math.isnan(detectable_difference(0.0, 4))
+    """No seed part: the normal test's 80% difference, z_0.975 + z_0.8 (the other tail adds 1e-6 of power); a
+    seed part on few df: wider; nan without a test."""
+    assert detectable_difference(0.01, 0.0, 3) == pytest.approx(0.01 * (1.959964 + 0.841621), abs=1e-7)
+    assert detectable_difference(0.01, 1.0, 3) > detectable_difference(0.01, 1.0, 9) > \
+        detectable_difference(0.01, 1.0, 400) > detectable_difference(0.01, 0.0, 3)
+    assert math.isnan(detectable_difference(float("nan"), 0.5, 4)) and math.isnan(detectable_difference(0.0, 0.5, 4))
+
+
+@pytest.mark.parametrize("share,k", [(1.0, 3), (0.7, 4), (0.3, 9)])
+def test_the_test_finds_the_detectable_difference_with_80_percent_power(share, k):
+    """What the column promises, on the test's own model: the seed part at its median-unbiased value, the
+    estimate normal around `detectable`, the seed part the test sees chi-square on k df; 20,000 draws (Monte-Carlo
+    sd 0.3 points)."""
+    rng = np.random.default_rng(k)
+    se = 0.02
+    effect = detectable_difference(se, share, k)
+    seed_part = share * se ** 2 * k / chi2.median(k)
+    example_part = (1 - share) * se ** 2
+    estimate = effect + np.sqrt(seed_part + example_part) * rng.standard_normal(20_000)
+    seen = seed_part * rng.chisquare(k, 20_000) / k
+    p = two_sided_tail(np.abs(estimate) / np.sqrt(seen + example_part), seen / (seen + example_part), k)
+    assert float(np.mean(p < 0.05)) == pytest.approx(0.8, abs=0.015)
 
 
 def test_tied_seed_means_do_not_give_a_zero_width_interval():
@@ -115,9 +147,23 @@ def test_tied_seed_means_do_not_give_a_zero_width_interval():
     diffs[0, [3, 50, 90]] = 1
     diffs[0, 7] = -1
     diffs[1, [10, 11]] = 1
-    value, low, high, se, df, p = (float(x) for x in paired_arrays(diffs))
-    assert value == pytest.approx(2 / 148) and se > 0 and low < value < high and 0 < p < 1
+    test = paired_test(diffs + SAME)
+    assert test.difference.value == pytest.approx(2 / 148) and test.se > 0 and 0 < test.p_value < 1
+    assert test.difference.low < test.difference.value < test.difference.high
     assert float(crossed_variance(np.ones((3, 5)))[0]) == 0.0  # every cell alike: no variance, as before
+
+
+@pytest.mark.parametrize("seeds", [4, 5, 6])
+def test_tied_seed_means_are_no_more_liberal_than_the_exact_sign_test(seeds):
+    """One discordant cell per seed, all favouring A, on 148 examples (every seed mean ties): the residual mean
+    square stands in for the seed part on S - 1 df, and p is at least the exact two-sided sign test's 2^(1 - S)
+    (0.125 at 4 seeds, where the residual on (S - 1)(n - 1) df gave 0.047)."""
+    diffs = np.zeros((seeds, 148), dtype=np.int64)
+    diffs[np.arange(seeds), np.arange(seeds)] = 1
+    test = paired_test(diffs + SAME)
+    sign = binomtest(seeds, seeds, 0.5).pvalue
+    assert sign == 2.0 ** (1 - seeds) and sign <= test.p_value < 1
+    assert test.seed_share == 1.0 and test.difference.low < 0 < test.difference.high
 
 
 def test_without_an_example_effect_the_test_is_the_t_test_on_the_seed_means():
@@ -127,19 +173,22 @@ def test_without_an_example_effect_the_test_is_the_t_test_on_the_seed_means():
     test = paired_test(diffs + SAME)
     means = diffs.mean(1)
     reference = ttest_1samp(means, 0.0)
-    assert test.df == pytest.approx(len(means) - 1)
+    assert test.seed_share == 1.0
     assert test.se == pytest.approx(means.std(ddof=1) / np.sqrt(len(means)))
-    assert test.p_value == pytest.approx(reference.pvalue)
+    assert test.p_value == pytest.approx(reference.pvalue, rel=1e-7)
     ci = reference.confidence_interval(0.95)
-    assert (test.difference.low, test.difference.high) == pytest.approx((ci.low, ci.high))
+    assert (test.difference.low, test.difference.high) == pytest.approx((ci.low, ci.high), rel=1e-6)
     assert test.seeds == 5 and test.examples == 3 and test.difference.value == pytest.approx(means.mean())
 
 
-def test_identical_models_are_not_distinguishable():
-    codes = np.full((5, 100), SAME)
-    test = paired_test(codes)
-    assert (test.difference.low, test.difference.high) == (0.0, 0.0) and test.p_value == 1.0
-    assert verdict(test.difference.value, test.p_value, 5) == NOT_DISTINGUISHABLE
+@pytest.mark.parametrize("cell", [0, 1, -1])
+def test_all_equal_outcomes_have_no_variation_no_interval_and_no_p_value(cell):
+    """Identical models (every difference 0), or A always right where B is always wrong (every difference +1):
+    no variance to estimate, so no interval (not [0, 0] or [100, 100]), no p-value and no detectable difference."""
+    test = paired_test(np.full((5, 100), SAME + cell))
+    assert not test.varies and test.difference.value == cell
+    assert math.isnan(test.difference.low) and math.isnan(test.difference.high) and math.isnan(test.p_value)
+    assert math.isnan(test.detectable) and math.isnan(test.p_value_at(0.05))
 
 
 def test_a_planted_difference_is_found_and_its_sign_named():

@@ -26,9 +26,10 @@ def cmd_compare(args) -> None:
     found = compare(group_settings(records.current), runs_dir, args.baseline)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
-                        f"examples (95% t interval and p-value under crossed seed x example effects; Holm over the "
-                        f"family of {family} comparisons; a verdict needs {MIN_SEEDS} seeds; detectable: the "
-                        f"difference one such test finds with 80% power at alpha 0.05)")
+                        f"examples (95% interval and p-value under crossed seed x example effects, the seed part "
+                        f"random on its S - 1 df; Holm over the family of {family} comparisons; a verdict needs "
+                        f"{MIN_SEEDS} seeds; detectable: the difference one such test finds with 80% power at alpha "
+                        "0.05)")
     audit = ("swaps syn/infl/ant/unl % (model | baseline)",)  # the validity audit (robench.report.validity)
     for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "detectable",
                  "p", "Holm p", "verdict", *audit):
@@ -48,14 +49,17 @@ def cmd_compare(args) -> None:
     if not found:
         print(f"no other model has runs at a setting where {args.baseline} has")
     else:
-        print(f"family: {family} comparisons with a p-value, Holm-adjusted together; p-values are closed-form "
-              "(t distribution), so they carry no Monte-Carlo error and no verdict depends on a random seed")
+        print(f"family: {family} comparisons, Holm-adjusted together (one without a p-value counts with p = 1); "
+              "p-values are deterministic quadratures, so they carry no Monte-Carlo error and no verdict depends on "
+              "a random seed")
     if records.note:
         print(records.note)
 
 
 def _interval(d) -> str:
-    if d.low != d.low:  # one matched seed: no interval
+    if d.value != d.value:  # no shared seed or example
+        return "–"
+    if d.low != d.low:  # one matched seed, too few examples or no variation: no interval
         return f"{100 * d.value:+.1f}"
     return f"{100 * d.value:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
 

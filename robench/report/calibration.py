@@ -18,7 +18,9 @@ same model only and the same seed only (exactly, from the copula's Owen's-T form
 `tau_seed` match the interaction and seed mean squares of the models x seeds table of accuracies by
 simulated moments (common random numbers). `rejection_rate` runs the verdict rule of
 `robench.report.stats` (the same `paired_arrays`, ALPHA and MIN_SEEDS as `robench compare`) on simulated
-pairs of models. `python -m robench.report.calibration [RESULTS_DIR [REPS]]` prints the fit and the tables of
+pairs of models; `familywise_rate` runs Holm over 25 comparisons with one shared baseline; `detectable_power`
+measures the power at the difference `detectable_difference` prints.
+`python -m robench.report.calibration [RESULTS_DIR [REPS]]` prints the fit and the size and power tables of
 docs/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2; 4,000
 repetitions for the size, a quarter for power).
 """
@@ -33,7 +35,7 @@ import numpy as np
 from scipy import special
 from scipy.optimize import brentq
 
-from robench.report.stats import ALPHA, MIN_SEEDS, paired_arrays
+from robench.report.stats import ALPHA, MIN_SEEDS, detectable_difference, paired_arrays
 
 QUADRATURE = 4000  # Beta quantile nodes for the disagreement integral
 MOMENT_REPS = 400  # simulated designs per evaluation when fitting the checkpoint effects
@@ -108,15 +110,58 @@ def _effects(model: CrossedModel, rng: np.random.Generator, reps: int, models: i
 
 
 def rejection_rate(model: CrossedModel, seeds: int, n: int, reps: int, seed: int,
-                   shift: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
-    """How often the verdict rule calls two simulated models different at level ALPHA (a family of one, so
-    Holm changes nothing), with its Monte-Carlo standard error. Below MIN_SEEDS the rule gives no verdict: 0."""
+                   shift: tuple[float, float] = (0.0, 0.0), alpha: float = ALPHA) -> tuple[float, float]:
+    """How often the verdict rule calls two simulated models different at level `alpha` (a family of one, so
+    Holm changes nothing), with its Monte-Carlo standard error. Below MIN_SEEDS the rule gives no verdict: 0;
+    without variation (every cell alike) no verdict either."""
     if seeds < MIN_SEEDS:
         return 0.0, 0.0
     outcomes = sample(model, np.random.default_rng(seed), reps, seeds, n, shift).astype(np.int8)
     p = paired_arrays(outcomes[:, 0] - outcomes[:, 1])[-1]
-    rate = float(np.mean(p < ALPHA))
-    return rate, float(np.sqrt(rate * (1 - rate) / reps))
+    return _rate(p < alpha)
+
+
+def familywise_rate(model: CrossedModel, seeds: int, n: int, reps: int, seed: int, family: int = 25,
+                    chunk: int = 100) -> tuple[float, float]:
+    """How often Holm at ALPHA calls at least one of `family` models different from a shared baseline when all
+    `family` + 1 are equally robust (the comparisons correlate about 0.5 through the baseline), with its
+    Monte-Carlo standard error. Under this complete null Holm rejects something iff its first step does:
+    the smallest p-value below ALPHA / family."""
+    rng = np.random.default_rng(seed)
+    hits = []
+    for start in range(0, reps, chunk):
+        outcomes = sample(model, rng, min(chunk, reps - start), seeds, n, models=family + 1).astype(np.int8)
+        p = paired_arrays(outcomes[:, 1:] - outcomes[:, :1])[-1]
+        hits.append(np.nanmin(np.where(np.isnan(p), 1.0, p), axis=1) * family < ALPHA)
+    return _rate(np.concatenate(hits))
+
+
+def detectable_power(model: CrossedModel, seeds: int, n: int, reps: int, seed: int,
+                     rounds: int = 3) -> tuple[float, float, float, float]:
+    """The power of the verdict rule (a family of one) when the true difference is the one
+    `detectable_difference` prints. One model is made better by a shift whose mean difference over `reps`
+    designs equals the median printed difference over those designs: a fixed point, found in `rounds` secant
+    steps from the null. Returns (the mean difference, the median printed difference, the rejection rate over
+    those designs, its Monte-Carlo sd)."""
+    grid = np.linspace(0.0, 1.0, 33)
+    factor = [detectable_difference(1.0, w, seeds - 1) for w in grid]
+    rng = np.random.default_rng(seed)
+    shift, points = 0.0, []
+    for _ in range(rounds + 1):
+        outcomes = sample(model, rng, reps, seeds, n, (shift, 0.0)).astype(np.int8)
+        value, se, share, p = paired_arrays(outcomes[:, 0] - outcomes[:, 1])
+        points.append((float(value.mean()), float(np.median(se * np.interp(share, grid, factor)))))
+        (x0, y0), (x1, y1) = points[-2:] if len(points) > 1 else ((0.0, 0.0), points[0])
+        slope = min((y1 - y0) / (x1 - x0), 0.9) if len(points) > 1 else 0.0
+        target = x1 + (y1 - x1) / (1 - slope)  # where the line through the last two points meets printed = true
+        shift = target if shift == 0 else shift * target / x1
+    rate, error = _rate(p < ALPHA)
+    return *points[-1], rate, error
+
+
+def _rate(hits: np.ndarray) -> tuple[float, float]:
+    rate = float(np.mean(hits))
+    return rate, float(np.sqrt(rate * (1 - rate) / len(hits)))
 
 
 # ---------------------------------------------------------------- fitting

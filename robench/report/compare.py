@@ -26,12 +26,14 @@ from robench.report.stats import (
     MIN_SEEDS,
     MISSING,
     MORE_ROBUST,
+    NO_SHARED_SEEDS,
+    NO_VARIATION,
     SAME,
     SKIPPED,
     SUCCESSFUL,
+    TOO_FEW_EXAMPLES,
     Estimate,
     PairedTest,
-    detectable_difference,
     holm,
     outcome_matrix,
     paired_test,
@@ -94,20 +96,31 @@ class Comparison:
 
     setting: Setting
     baseline: Setting
-    seeds: tuple[int, ...]  # training seeds both have, with shared examples
+    seeds: tuple[int, ...]  # training seeds both have (empty: no shared seed labels)
     examples: int  # examples every one of those seeds of both models attacked
-    difference: Estimate  # 95% t interval, per comparison (nan without two seeds)
-    p_value: float  # two-sided, unadjusted (nan without two seeds); closed form, no Monte-Carlo error
+    difference: Estimate  # 95% interval, per comparison (nan without a test)
+    p_value: float  # two-sided, unadjusted (nan without a test); deterministic quadrature, no Monte-Carlo error
     adjusted_p: float = float("nan")  # Holm over the family (`compare`)
     family: int = 0  # comparisons in the family
-    detectable: float = float("nan")  # the difference found with 80% power at ALPHA (one comparison)
+    test: PairedTest | None = None  # the paired test (None below two seeds or two examples)
+
+    @property
+    def detectable(self) -> float:
+        """The difference the test finds with 80% power at ALPHA (one comparison; nan without a test)."""
+        return self.test.detectable if self.test is not None and self.test.varies else float("nan")
 
     @property
     def verdict(self) -> str:
-        """`robench.report.stats.verdict`: below MIN_SEEDS matched seeds "insufficient seeds", else the
-        Holm-adjusted p-value at ALPHA."""
-        if len(self.seeds) < MIN_SEEDS or math.isnan(self.adjusted_p):  # nan: no test
+        """No shared seeds, too few examples (under two), insufficient seeds (under MIN_SEEDS), no variation
+        (every cell alike: no interval), or `robench.report.stats.verdict` on the Holm-adjusted p-value."""
+        if not self.seeds:
+            return NO_SHARED_SEEDS
+        if self.examples < 2:
+            return TOO_FEW_EXAMPLES
+        if len(self.seeds) < MIN_SEEDS:
             return INSUFFICIENT
+        if self.test is None or not self.test.varies:
+            return NO_VARIATION
         return verdict(self.difference.value, self.adjusted_p, len(self.seeds))
 
     @property
@@ -117,7 +130,7 @@ class Comparison:
 
 def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comparison]:
     """Every non-baseline setting paired with each baseline setting that differs from it only in the model;
-    the family is every comparison returned that has a p-value, and each gets its Holm-adjusted p-value."""
+    the family is every comparison returned, and each with a p-value gets its Holm-adjusted p-value."""
     bases: dict[str, list[Setting]] = {}
     for s in settings:
         if s.spec["model"] == baseline:
@@ -128,42 +141,41 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comp
     out = []
     for s in settings:
         if s.spec["model"] != baseline:
-            out += [c for b in bases.get(s.peer, []) if (c := paired(s, b, runs_dir)) is not None]
+            out += [paired(s, b, runs_dir) for b in bases.get(s.peer, [])]
     return with_holm(out)
 
 
 def with_holm(comparisons: list[Comparison]) -> list[Comparison]:
-    """`comparisons` with their Holm-adjusted p-values over the family of those that have a p-value."""
-    tested = [i for i, c in enumerate(comparisons) if not math.isnan(c.p_value)]
-    adjusted = dict(zip(tested, holm([comparisons[i].p_value for i in tested])))
-    return [replace(c, adjusted_p=adjusted.get(i, float("nan")), family=len(tested))
-            for i, c in enumerate(comparisons)]
+    """`comparisons` with their Holm-adjusted p-values over the family of all of them: one without a p-value
+    (no shared seeds, too few examples, one seed, no variation) counts in the family with p = 1."""
+    adjusted = holm([1.0 if math.isnan(c.p_value) else c.p_value for c in comparisons])
+    return [replace(c, adjusted_p=float("nan") if math.isnan(c.p_value) else a, family=len(comparisons))
+            for c, a in zip(comparisons, adjusted)]
 
 
-def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison | None:
-    """`setting` against `baseline`, seed s with seed s, on the examples every matched seed of both attacked;
-    None if they share no seed and example."""
+def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison:
+    """`setting` against `baseline`, seed s with seed s (the seeds with an example attacked in both), on the
+    examples every such seed of both attacked; without a shared seed label, a comparison with no seeds."""
     mine = {r.spec["seed"]: r for r in setting.records}
     theirs = {r.spec["seed"]: r for r in baseline.records}
-    pairs = {}
-    for seed in sorted(mine.keys() & theirs.keys()):
+    shared, pairs = sorted(mine.keys() & theirs.keys()), {}
+    for seed in shared:
         if _eval_hash(mine[seed]) != _eval_hash(theirs[seed]):
             raise RobenchError(f"runs {mine[seed].run_id} and {theirs[seed].run_id} share a setting but were "
                                "attacked on different examples (did the data change?); re-run one with --force")
         a, b = outcomes(runs_dir, mine[seed]), outcomes(runs_dir, theirs[seed])
-        if shared := {i: SAME + (a[i] == FAILED) - (b[i] == FAILED) for i in a.keys() & b.keys()}:
-            pairs[seed] = shared
-    if not pairs:
-        return None
+        if cells := {i: SAME + (a[i] == FAILED) - (b[i] == FAILED) for i in a.keys() & b.keys()}:
+            pairs[seed] = cells
+    nan = float("nan")
+    if not pairs:  # no shared seed label, or no example attacked in both: no difference
+        return Comparison(setting, baseline, tuple(shared), 0, Estimate(nan, nan, nan), nan)
     codes = outcome_matrix(list(pairs.values()))
-    test: PairedTest | None = paired_test(codes)
-    if test is None:  # one seed: a difference, but no seed-level test
+    test = paired_test(codes)
+    if test is None:  # one seed, or under two examples every seed has: a difference, no test
         complete = codes[:, (codes != MISSING).all(axis=0)]
-        value = float((complete - SAME).mean()) if complete.size else float("nan")
-        nan = float("nan")
+        value = float((complete - SAME).mean()) if complete.size else nan
         return Comparison(setting, baseline, tuple(pairs), complete.shape[1], Estimate(value, nan, nan), nan)
-    return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value,
-                      detectable=detectable_difference(test.se, test.df))
+    return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value, test=test)
 
 
 def _eval_hash(record: RunRecord) -> str | None:

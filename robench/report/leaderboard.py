@@ -56,7 +56,7 @@ from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
 from robench.core.text import markdown_cell
 from robench.report.compare import Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
-from robench.report.stats import ALPHA, INSUFFICIENT, INTERVAL_METRICS, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST
+from robench.report.stats import ALPHA, INTERVAL_METRICS, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST, NO_VERDICT
 from robench.report.validity import VALIDITY_METRICS, validity_columns
 from robench.report.worstcase import WorstCase, with_worst_case, write_worst_case
 
@@ -409,9 +409,10 @@ def setting_markdown(table: pd.DataFrame) -> str:
 def _baseline_note(table: pd.DataFrame, family_columns: list[str]) -> str:
     family = pd.concat([table[c] for c in family_columns if c in table.columns] or [pd.Series(dtype=float)]).dropna()
     size = int(family.iloc[0]) if len(family) else 0
-    return (f"p: the paired test (crossed seeds x examples, t on Satterthwaite df); Holm: adjusted over the family "
-            f"of {size} comparisons; starred: more or less robust (Holm p < {ALPHA:g}, at least {MIN_SEEDS} matched "
-            "seeds); fewer seeds: insufficient seeds, no verdict")
+    return (f"p: the paired test (crossed seeds x examples, the seed part of the variance random on its S - 1 df); "
+            f"Holm: adjusted over the family of {size} comparisons; starred: more or less robust (Holm p < {ALPHA:g}, "
+            f"at least {MIN_SEEDS} matched seeds); in brackets why there is no verdict (insufficient seeds, no "
+            "shared seeds, too few examples, no variation)")
 
 
 def _text(value) -> str:
@@ -441,19 +442,19 @@ def format_interval(mean: float | None, low: float, high: float, percent: bool, 
 
 def format_difference(row) -> str:
     """A row's paired difference from the baseline: "+2.1 [-1.0, +5.2] p=0.21 Holm 0.63", starred when the
-    verdict is more or less robust, "(insufficient seeds)" below MIN_SEEDS matched seeds."""
-    diff = row.get("robust_accuracy_diff")
+    verdict is more or less robust, the reason in brackets where there is no verdict ("(insufficient seeds)")."""
+    diff, verdict = row.get("robust_accuracy_diff"), row.get("robust_accuracy_diff_verdict")
+    reason = f" ({verdict})" if verdict in NO_VERDICT else ""
     if diff is None or pd.isna(diff):
-        return "–"
+        return "–" + reason
     low, high = row.get("robust_accuracy_diff_ci_low"), row.get("robust_accuracy_diff_ci_high")
     text = f"{100 * diff:+.1f}"
     if low is not None and pd.notna(low):
         text += (f" [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g} "
                  f"Holm {row['robust_accuracy_diff_p_holm']:.3g}")
-    verdict = row.get("robust_accuracy_diff_verdict")
     if verdict in (MORE_ROBUST, LESS_ROBUST):
         return text + " *"
-    return text + (" (insufficient seeds)" if verdict == INSUFFICIENT else "")
+    return text + reason
 
 
 def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:

@@ -11,23 +11,28 @@ replication unit, crossed with the example. Both are random.
   Satterthwaite's degrees of freedom (Searle, Casella & McCulloch, *Variance Components*, 1992, ch. 4;
   Satterthwaite 1946). The seed part (MS_seed, S - 1 df) is never truncated; the example part is dropped
   when its estimate is negative.
-* `paired_tests`: the difference in accuracy under attack of two models over the seeds both have and the
-  examples both attacked, seed s of one paired with seed s of the other (a seed fixes the training subset
-  and order, so same-seed checkpoints of different models agree more than two seeds of one model);
-  t test and t interval on the Satterthwaite df. Closed form: no resampling, so no Monte-Carlo error and no
-  verdict depends on a random seed.
+* `paired_test` / `paired_arrays`: the difference in accuracy under attack of two models over the seeds both
+  have and the examples both attacked, seed s of one paired with seed s of the other (a seed fixes the training
+  subset and order, so same-seed checkpoints of different models agree more than two seeds of one model). The
+  variance is `variance_parts`' seed part plus example part; the reference distribution (`two_sided_tail`) is
+  the generalized pivot with the seed part random on its S - 1 df and the example part known (Tsui &
+  Weerahandi 1989), whose far tail holds where Satterthwaite's t did not (issue 46: Holm's family-wise error over
+  25 comparisons up to 18.9%). Deterministic quadrature: no Monte-Carlo error, no verdict depends on a random
+  seed. `detectable_difference`: the difference this test finds with 80% power.
 * `proportion_intervals`: a setting's clean accuracy, accuracy under attack and attack success rate, as
   Wilson intervals on the effective number of examples p(1 - p) / var (the design-effect Wilson interval of
   survey statistics; Kish 1965, Korn & Graubard 1998) with the t quantile on the Satterthwaite df. One seed:
   the plain Wilson interval (examples only: no seed variance can be estimated).
 * `holm`: Holm's step-down adjustment of a family of p-values (Holm 1979).
-* `verdict`: fewer than MIN_SEEDS seeds: "insufficient seeds"; else the Holm-adjusted p-value against ALPHA.
+* `verdict`: fewer than MIN_SEEDS seeds: "insufficient seeds"; else the Holm-adjusted p-value against ALPHA
+  (`robench.report.compare.Comparison.verdict` adds no shared seeds, too few examples and no variation).
 * `exact_sign_pvalue`: the exact one-sided sign (McNemar) test on the discordant examples of ONE trained model
   under two attacks, conditional on that checkpoint (`robench.report.worstcase.blackbox_stronger`).
 
 MIN_SEEDS and the choice of the estimators come from simulation (`robench.report.calibration`,
-docs/statistics.md): at S = 3 the test's size reaches 7.6-7.9% in some fitted scenarios; from S = 4 it
-stays within [2.5%, 7.5%] at 100-2,000 examples.
+docs/statistics.md): at S = 3 the Satterthwaite test's size reached 7.6-7.9% in some fitted scenarios; from
+S = 4 the test's size stays within [2.5%, 7.5%] and Holm's family-wise error over 25 comparisons below 5% on the
+AdvGLUE fit (tests/test_calibration.py).
 """
 from __future__ import annotations
 
@@ -35,10 +40,13 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy import special
 from scipy import stats as scipy_stats
+from scipy.optimize import brentq
 
 CONFIDENCE = 0.95
 ALPHA = 0.05  # two-sided level of every verdict, after Holm's adjustment over the family
+TAIL_NODES = 240  # quadrature nodes of the paired test's reference distribution (`two_sided_tail`)
 MIN_SEEDS = 4  # fewer matched seeds: "insufficient seeds" (docs/statistics.md, "How the rule was chosen")
 
 # attack outcomes of one example (errors are left out, as in TextAttack's metrics); MISSING: no outcome
@@ -48,6 +56,10 @@ MISSING = -1
 A_WORSE, SAME, A_BETTER = 0, 1, 2
 
 INSUFFICIENT = "insufficient seeds"
+NO_SHARED_SEEDS = "no shared seeds"  # the two models have no training seed label in common
+TOO_FEW_EXAMPLES = "too few examples"  # under two examples shared by every matched seed
+NO_VARIATION = "no variation"  # every (seed, example) difference alike: no variance, no interval, no verdict
+NO_VERDICT = (INSUFFICIENT, NO_SHARED_SEEDS, TOO_FEW_EXAMPLES, NO_VARIATION)
 NOT_DISTINGUISHABLE = "not distinguishable from the baseline"
 MORE_ROBUST = "more robust than the baseline"
 LESS_ROBUST = "less robust than the baseline"
@@ -85,12 +97,28 @@ NAN_ESTIMATE = Estimate(float("nan"), float("nan"), float("nan"))
 class PairedTest:
     """Model A minus model B in accuracy under attack, over `seeds` matched seeds x `examples` shared examples."""
 
-    difference: Estimate  # CONFIDENCE t interval (per comparison, not adjusted for the family)
-    se: float  # standard error of the difference (crossed random effects)
-    df: float  # Satterthwaite degrees of freedom of the t reference
-    p_value: float  # two-sided, unadjusted; exact arithmetic (no Monte-Carlo error)
+    difference: Estimate  # CONFIDENCE interval of the seed-fiducial test (per comparison, not adjusted for the family)
+    se: float  # standard error of the difference (crossed random effects); 0: every cell alike, no test
+    seed_share: float  # the seed mean square's share of se ** 2 (w of `two_sided_tail`)
+    p_value: float  # two-sided, unadjusted, of the difference 0; nan without variation; deterministic quadrature
     seeds: int
     examples: int
+
+    @property
+    def varies(self) -> bool:
+        return self.se > 0
+
+    def p_value_at(self, value: float) -> float:
+        """Two-sided p-value of the hypothesis that the true difference is `value` (nan without variation)."""
+        if not self.varies:
+            return float("nan")
+        t = abs(self.difference.value - value) / self.se
+        return float(two_sided_tail(t, self.seed_share, self.seeds - 1))
+
+    @property
+    def detectable(self) -> float:
+        """`detectable_difference` of this comparison."""
+        return detectable_difference(self.se, self.seed_share, self.seeds - 1)
 
 
 def outcome_matrix(per_seed: Sequence[dict[int, int]]) -> np.ndarray:
@@ -121,10 +149,24 @@ def mean_squares(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
             np.maximum(ss_residual, 0.0) / ((seeds - 1) * (n - 1)))
 
 
+def variance_parts(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The seed part MS_seed / (S n) and the example part max(0, MS_example - MS_residual) / (S n) of the variance
+    of the grand mean of complete (..., S, n) tables (S >= 2, n >= 2), under crossed random seed and example
+    effects. Seed means that tie exactly (likely at 2-3 seeds) with the example part truncated leave no variance
+    although the cells vary: then MS_residual, which is part of every seed mean's variance, stands in for MS_seed
+    (on the seed part's S - 1 degrees of freedom). Both parts are 0 only when every cell is alike."""
+    seeds, n = np.shape(cells)[-2:]
+    ms_seed, ms_example, ms_residual = mean_squares(cells)
+    example_part = np.maximum(ms_example - ms_residual, 0.0)
+    tied = (ms_seed + example_part <= 1e-12 * (ms_example + ms_residual)) & (ms_residual > 0)
+    return np.where(tied, ms_residual, ms_seed) / (seeds * n), example_part / (seeds * n)
+
+
 def crossed_variance(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Variance of the grand mean of complete (..., S, n) tables under crossed random seed and example effects,
-    and its Satterthwaite degrees of freedom (S - 1 when the example part is dropped; NaN for a zero variance:
-    every cell alike).
+    """Variance of the grand mean of complete (..., S, n) tables under crossed random seed and example effects
+    (`variance_parts`, summed), and its Satterthwaite degrees of freedom (S - 1 when the example part is dropped
+    or the residual stands in for tied seed means; NaN for a zero variance: every cell alike). The one-setting
+    intervals (`ratio_interval`) use it.
 
     var = (MS_seed + max(0, MS_example - MS_residual)) / (S n): MS_seed / (S n) estimates
     sigma_seed^2 / S + sigma_residual^2 / (S n) and (MS_example - MS_residual) / (S n) estimates
@@ -132,64 +174,112 @@ def crossed_variance(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     not truncated. Needs S >= 2 and n >= 2.
     """
     seeds, n = np.shape(cells)[-2:]
-    ms_seed, ms_example, ms_residual = mean_squares(cells)
-    example_part = np.maximum(ms_example - ms_residual, 0.0)
-    total = ms_seed + example_part
+    seed_part, example_part = variance_parts(cells)
+    ms_seed, ms_example, ms_residual = (seeds * n * seed_part, *mean_squares(cells)[1:])
+    total = seed_part + example_part
     denominator = ms_seed ** 2 / (seeds - 1) + np.where(
         example_part > 0, ms_example ** 2 / (n - 1) + ms_residual ** 2 / ((seeds - 1) * (n - 1)), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(denominator > 0, total ** 2 / denominator, np.nan)
-    # Seeds whose means tie exactly (likely at 2-3 seeds) with the example part truncated leave no variance
-    # although the cells vary: the residual, which is part of every seed mean's variance, stands in for it.
-    degenerate = (total <= 1e-12 * (ms_example + ms_residual)) & (ms_residual > 0)
-    total = np.where(degenerate, ms_residual, total)
-    df = np.where(degenerate, float((seeds - 1) * (n - 1)), df)
-    return total / (seeds * n), df
+        df = np.where(denominator > 0, (seeds * n * total) ** 2 / denominator, np.nan)
+    return total, df
 
 
-def t_pvalue(value: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.ndarray:
-    """Two-sided p-value of value / se on a t reference with `df`: 1 for a zero estimate, 0 for a nonzero
-    estimate with a zero standard error (every cell the same nonzero difference)."""
-    value, se, df = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (value, se, df)))
-    p = np.where(value == 0, 1.0, 0.0)
-    ok = se > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.abs(value) / np.where(ok, se, 1.0)
-        p = np.where(ok, 2 * scipy_stats.t.sf(t, np.where(ok, df, 1.0)), p)
-    return p
+def _chi2_nodes(df: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes u and weights of E f(U) for U ~ chi-square on `df` degrees of freedom: the trapezoid rule in log u
+    from the 1e-14 to the 1 - 1e-14 quantile, TAIL_NODES nodes (at w = 1 `two_sided_tail` is within 1e-7
+    relative and 1e-13 absolute of Student's t tail: tests/test_stats.py)."""
+    x = np.linspace(np.log(scipy_stats.chi2.ppf(1e-14, df)), np.log(scipy_stats.chi2.isf(1e-14, df)), TAIL_NODES)
+    u = np.exp(x)
+    weight = scipy_stats.chi2.pdf(u, df) * u
+    weight[[0, -1]] *= 0.5
+    return u, weight / weight.sum()
 
 
-def paired_arrays(diffs: np.ndarray, confidence: float = CONFIDENCE
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorised `paired_test` on complete (..., S, n) tables of per-example differences (-1, 0, +1):
-    (mean, low, high, se, df, p). The simulation (`robench.report.calibration`) calls this same function."""
+def two_sided_tail(t: np.ndarray, seed_share: np.ndarray, seed_df: int) -> np.ndarray:
+    """P(|T| >= t) for T = Z sqrt(w k / U + 1 - w) (Z standard normal, U ~ chi-square on k df, independent;
+    w = seed_share, k = seed_df): the generalized pivot of the paired statistic, with the seed mean square's
+    share w of the variance random on its S - 1 df and the example part taken as known. w = 1: Student's t on
+    k df exactly; w = 0: the normal. Deterministic quadrature (`_chi2_nodes`), vectorised over t and w."""
+    u, weight = _chi2_nodes(seed_df)
+    t, w = np.broadcast_arrays(np.asarray(t, dtype=np.float64), np.asarray(seed_share, dtype=np.float64))
+    scale = np.sqrt(w[..., None] * seed_df / u + (1.0 - w[..., None]))
+    return np.minimum(1.0, (2 * special.ndtr(-t[..., None] / scale)) @ weight)
+
+
+def tail_quantile(probability: float, seed_share: np.ndarray, seed_df: int) -> np.ndarray:
+    """The t with `two_sided_tail(t, seed_share, seed_df)` = `probability` (bisection, vectorised over w)."""
+    w = np.asarray(seed_share, dtype=np.float64)
+    low = np.zeros_like(w)
+    high = np.full_like(w, 2 * scipy_stats.t.isf(probability / 2, seed_df) + 10)
+    for _ in range(64):
+        mid = (low + high) / 2
+        above = two_sided_tail(mid, w, seed_df) > probability
+        low, high = np.where(above, mid, low), np.where(above, high, mid)
+    return (low + high) / 2
+
+
+def paired_arrays(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The vectorised paired test of complete (..., S, n) tables of per-example differences (-1, 0, +1):
+    (mean, se, seed_share, p); p is nan where every cell is alike (no variation, se 0). The simulation
+    (`robench.report.calibration`) calls this same function."""
     diffs = np.asarray(diffs)
+    seeds = diffs.shape[-2]
     value = diffs.mean((-2, -1), dtype=np.float64)
-    var, df = crossed_variance(diffs)
+    seed_part, example_part = variance_parts(diffs)
+    var = seed_part + example_part
+    varies = var > 0
     se = np.sqrt(var)
-    with np.errstate(invalid="ignore"):
-        half = np.where(se > 0, scipy_stats.t.ppf(0.5 + confidence / 2, np.where(se > 0, df, 1.0)) * se, 0.0)
-    return value, value - half, value + half, se, df, t_pvalue(value, se, df)
+    share = np.where(varies, seed_part / np.where(varies, var, 1.0), 1.0)
+    t = np.abs(value) / np.where(varies, se, 1.0)
+    return value, se, share, np.where(varies, two_sided_tail(t, share, seeds - 1), np.nan)
 
 
 def paired_test(codes: np.ndarray, confidence: float = CONFIDENCE) -> PairedTest | None:
     """The paired comparison of (seeds, examples) A_WORSE / SAME / A_BETTER codes (MISSING where a pair has no
-    outcome), on the examples every seed has. None without two seeds and two such examples."""
+    outcome), on the examples every seed has: the mean, its interval value +- q se with q the `confidence`
+    quantile of `two_sided_tail` (nan without variation), and the p-value of 0. None without two seeds and two
+    such examples."""
     codes = np.atleast_2d(codes)
     complete = codes[:, (codes != MISSING).all(axis=0)]
     seeds, n = complete.shape
     if seeds < 2 or n < 2:
         return None
-    value, low, high, se, df, p = (float(x) for x in paired_arrays(complete - SAME, confidence))
-    return PairedTest(Estimate(value, low, high), se, df, p, seeds, n)
+    value, se, share, p = (float(x) for x in paired_arrays(complete - SAME))
+    half = float(tail_quantile(1 - confidence, share, seeds - 1)) * se if se > 0 else float("nan")
+    return PairedTest(Estimate(value, value - half, value + half), se, share, p, seeds, n)
 
 
-def detectable_difference(se: float, df: float, power: float = 0.8, alpha: float = ALPHA) -> float:
-    """The smallest true difference a two-sided test at `alpha` finds with probability `power`, given the
-    comparison's standard error and degrees of freedom: (t_{1-alpha/2} + t_{power}) x se (nan without them)."""
-    if not (se == se and df == df) or se <= 0:
+def detectable_difference(se: float, seed_share: float, seed_df: int, power: float = 0.8,
+                          alpha: float = ALPHA) -> float:
+    """The true difference that the paired test at `alpha` (two-sided, one comparison) finds with probability
+    `power`, for a comparison with standard error `se` of which `seed_share` is the seed part (nan without them).
+
+    The seed part is taken at its median-unbiased value, w se^2 k / median(chi-square on k), k = `seed_df` (the
+    seed mean square is that chi-square scaled, so the printed difference is as likely to be above the true 80%
+    difference as below it); the example part (1 - w) se^2 as it is. The test estimates the seed part again,
+    as that value times U / k with U ~ chi-square on k, and rejects beyond the `tail_quantile` of the variance
+    it sees (interpolated on a grid of seed shares); the power is the quadrature over U of the two normal tails,
+    and the difference is where it crosses `power`.
+    """
+    if not (se == se and seed_share == seed_share) or se <= 0:
         return float("nan")
-    return float((scipy_stats.t.ppf(1 - alpha / 2, df) + scipy_stats.t.ppf(power, df)) * se)
+    seed_true = seed_share * seed_df / scipy_stats.chi2.median(seed_df)  # in units of se^2
+    example_true = 1.0 - seed_share
+    u, weight = _chi2_nodes(seed_df)
+    seed_seen = seed_true * u / seed_df
+    grid = np.linspace(0.0, 1.0, 65)
+    quantile = np.interp(seed_seen / (seed_seen + example_true), grid, tail_quantile(alpha, grid, seed_df))
+    critical = np.sqrt(seed_seen + example_true) * quantile
+    spread = np.sqrt(seed_true + example_true)  # the true sd of the estimate, in units of se
+
+    def shortfall(effect: float) -> float:  # effect in units of se
+        return float((special.ndtr((effect - critical) / spread) + special.ndtr((-effect - critical) / spread))
+                     @ weight) - power
+
+    high = 4.0
+    while shortfall(high) < 0:
+        high *= 2
+    return float(brentq(shortfall, 0.0, high, xtol=1e-6)) * se
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
