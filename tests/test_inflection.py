@@ -1,0 +1,54 @@
+"""A swapped-in word takes the original's inflection and its article agrees (robench.engine.inflection, issue 43):
+the blind readers' failure examples are fixed."""
+from __future__ import annotations
+
+import pytest
+
+from robench.engine.inflection import article_for, inflect_like, penn_tags, swap_edits
+
+
+def _swap(settings, sentence: str, i: int, candidate: str) -> str | None:
+    words = sentence.split()
+    edits = swap_edits(words, penn_tags(settings, words), i, candidate)
+    if edits is None:
+        return None
+    return " ".join(edits.get(k, w) for k, w in enumerate(words))
+
+
+@pytest.mark.parametrize("sentence, i, candidate, expected", [
+    ("it chooses the wrong ending", 1, "pick", "it picks the wrong ending"),  # not "it pick"
+    ("he wanted to qualify for the team", 3, "qualifying", "he wanted to qualify for the team"),  # "to qualifying"
+    ("you do n't have to like it", 1, "does", "you do n't have to like it"),  # "you does n't got to"
+    ("you do n't have to like it", 3, "got", "you do n't get to like it"),
+    ("a totally formulaic film", 1, "absolutely", "an absolutely formulaic film"),  # "a absolutely"
+    ("a totally formulaic film", 3, "films", "a totally formulaic film"),  # "formulaic films"
+    ("a strong case for it", 2, "cases", "a strong case for it"),  # "a strong cases"
+    ("an awful movie", 1, "terrible", "a terrible movie"),
+    ("A great movie", 1, "excellent", "An excellent movie"),
+    ("the actors were great", 1, "performer", "the performers were great"),
+    ("It was the best film", 3, "good", "It was the best film"),
+])
+def test_the_readers_failure_examples_are_fixed(settings, sentence, i, candidate, expected):
+    assert _swap(settings, sentence, i, candidate) == expected
+
+
+def test_a_candidate_that_cannot_take_the_form_is_dropped(settings):
+    assert _swap(settings, "the movie was bad", 3, "quickly") is None  # no adjective "quickly"
+    assert inflect_like("quickly", "chooses", "VBZ") is None  # no verb "quickly"
+    assert inflect_like("xqzt", "films", "NNS") is None  # unknown to the dictionary: no guessed form
+
+
+def test_inflection_keeps_case_and_leaves_uninflected_tags_alone():
+    assert inflect_like("pick", "Chooses", "VBZ") == "Picks"
+    assert inflect_like("PICK", "CHOSE", "VBD") == "PICKED"
+    assert inflect_like("upon", "on", "IN") == "upon"
+
+
+def test_article_for_sound_not_letter():
+    assert [article_for(w) for w in ("film", "awful", "hour", "honest", "unique", "one", "European", "idea")] == \
+        ["a", "an", "an", "an", "a", "a", "a", "an"]
+
+
+def test_penn_tags_in_context(settings):
+    assert penn_tags(settings, "it chooses the wrong path".split()) == ["PRP", "VBZ", "DT", "JJ", "NN"]
+    assert penn_tags(settings, []) == []
