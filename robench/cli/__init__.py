@@ -27,6 +27,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "robench.cli.grid",
     "robench.cli.compare",
     "robench.cli.show",
+    "robench.cli.annotate",
 )
 
 
