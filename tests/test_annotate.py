@@ -265,3 +265,40 @@ def test_sheet_csv_reads_back(results, tmp_path):
     done = export_study([root], tmp_path / "study", n=2, seed=0)
     rows = list(csv.DictReader(io.StringIO(done.sheet.read_text())))
     assert tuple(rows[0]) == COLUMNS and all(r["label"] == r["meaning"] == r["fluent"] == "" for r in rows)
+
+
+def test_readings_are_shown_by_show_and_on_the_leaderboard_and_run_pages(results, tmp_path, capsys, monkeypatch):
+    from robench.report.leaderboard_page import write_html
+
+    monkeypatch.setenv("COLUMNS", "250")
+    root, runs = results
+    done = export_study([root], tmp_path / "study", n=4, seed=3)
+    import_sheet(fill(done.sheet, done.key, honest), done.key)
+    read = readings_by_run(root / "runs", [r.run_id for r in runs])
+    run_id = next(iter(read))
+    expected = summarize(read[run_id])
+    assert main(["show", run_id, "--results-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"valid to a reader (all three): {expected.valid.text()}" in out and "label kept by a blind reader" in out
+    page = write_html(root, tmp_path / "pages" / "leaderboard.html")
+    html = page.read_text()
+    assert html.count('<span class="read"') == len({(r.spec["model"], r.spec["attack"]) for r in runs
+                                                     if r.run_id in read})
+    for rid, readings in read.items():  # one seed per row here: the cell's reading is its run's
+        assert f"read valid {summarize(readings).valid.text()}" in html
+    run_html = (tmp_path / "pages" / "runs" / f"{run_id}.html").read_text()
+    assert "valid to a reader (all three)" in run_html
+    unread = [r.run_id for r in runs if r.run_id not in read]
+    for other in unread:
+        assert "valid to a reader" not in (tmp_path / "pages" / "runs" / f"{other}.html").read_text()
+
+
+def test_the_swap_audit_is_called_list_membership_not_validity():
+    from robench.engine.audit import AUDIT_FORMAT
+    from robench.report.validity import validity_facts
+
+    audit = {"examples": 10, "swaps": 20, "antonym_example_rate": 0.1, "format": AUDIT_FORMAT,
+             "rates": {"synonym": 0.9, "inflection": 0.05, "antonym": 0.05, "unlisted": 0.0}}
+    facts = dict(validity_facts({"validity": audit}))
+    assert facts["listed synonym swaps"] == "90.0%" and "synonym swaps" not in facts
+    assert "not validity" in next(label for label in facts if label.startswith("swaps audited"))

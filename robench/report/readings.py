@@ -194,3 +194,9 @@ def _one_per_example(readings: list[Reading]) -> list[Reading]:
     for r in readings:
         latest[r.index] = r
     return [latest[i] for i in sorted(latest)]
+
+
+def reading_facts(runs_dir: Path, run_id: str) -> list[tuple[str, str]]:
+    """The (label, value) lines of one run's blind reading for `robench show` and the run page; [] without one."""
+    readings = readings_by_run(runs_dir, [run_id]).get(run_id)
+    return summarize(readings).facts() if readings else []
