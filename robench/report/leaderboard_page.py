@@ -320,7 +320,7 @@ def _num(value: Any) -> float:
 
 
 def _validity(attacks: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], dict[str, float]]:
-    """Per attack variant: the leaderboard's validity-audit columns (robench.report.validity), mean over seeds."""
+    """Per attack variant: the leaderboard's swap-audit columns (robench.report.validity), mean over seeds."""
     out = {}
     for variant, row in attacks.items():
         shares = {cls: float(row[f"{col}_mean"]) for col, cls in VALIDITY_COLUMNS.items()
