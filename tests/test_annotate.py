@@ -302,3 +302,35 @@ def test_the_swap_audit_is_called_list_membership_not_validity():
     facts = dict(validity_facts({"validity": audit}))
     assert facts["listed synonym swaps"] == "90.0%" and "synonym swaps" not in facts
     assert "not validity" in next(label for label in facts if label.startswith("swaps audited"))
+
+
+def test_the_form_used_as_a_reader_would_saves_a_sheet_that_imports(results, tmp_path):
+    """The form's script run in node on a minimal DOM (tests/data/form_dom.js): part 2 opens only once part 1 is
+    complete and then locks part 1, the answers survive reopening the page, and the saved CSV is the sheet
+    filled in."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.fail("this test runs the form's script in node: install nodejs (Debian package nodejs)",
+                    pytrace=False)
+    root, _ = results
+    done = export_study([root], tmp_path / "study", n=3, seed=1)
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"label": "negative", "meaning": "3", "fluent": "no"}))
+    dom = Path(__file__).parent / "data" / "form_dom.js"
+    run = subprocess.run([node, str(dom), str(done.form), str(answers)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["part2_hidden_at_start"] and report["open2_disabled_at_start"]
+    assert not report["open2_disabled_when_part1_done"] and not report["part2_hidden_after_open"]
+    assert report["part1_locked"] and report["reloaded_part2_open"]
+    rows = read_sheet(done.sheet)
+    for row in rows:
+        row.update({"label": "negative"} if row["part"] == "1 label" else {"meaning": "3", "fluent": "no"})
+    assert report["downloads"] == [sheet_csv(rows)] * 2
+    saved = tmp_path / "saved.csv"
+    saved.write_text(report["downloads"][0], encoding="utf-8")
+    summaries = import_sheet(saved, done.key).summaries.values()
+    n = sum(x.n for x in summaries)
+    assert n == 6 and sum(x.meaning_kept.count for x in summaries) == n  # meaning 3 of 4 keeps it
+    assert sum(x.fluent.count for x in summaries) == sum(x.valid.count for x in summaries) == 0
