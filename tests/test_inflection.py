@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from robench.engine.inflection import article_for, inflect_like, penn_tags, swap_edits
+from robench.engine.inflection import article_for, inflect_like, inflected_swap, penn_tags, swap_edits
+from robench.engine.words import Words
 
 
 def _swap(settings, sentence: str, i: int, candidate: str) -> str | None:
@@ -52,3 +53,12 @@ def test_article_for_sound_not_letter():
 def test_penn_tags_in_context(settings):
     assert penn_tags(settings, "it chooses the wrong path".split()) == ["PRP", "VBZ", "DT", "JJ", "NN"]
     assert penn_tags(settings, []) == []
+
+
+def test_inflected_swap_keeps_the_text_s_spacing_and_context(settings):
+    words = Words.of(("The premise .", "It was a  totally formulaic film ."))
+    tags = penn_tags(settings, words.words)
+    swapped = inflected_swap(words, tags, 3, "absolutely")
+    assert swapped.text == ("The premise .", "It was an  absolutely formulaic film .")
+    assert words.diff(swapped) == 2  # the article is a changed position too
+    assert inflected_swap(words, tags, 5, "quickly") is None

@@ -8,7 +8,8 @@ the Penn Treebank tag the original word has in its sentence (NLTK's perceptron t
 * `inflect_like`: the candidate in the original's form, by `lemminflect` (its dictionary only, no
   out-of-vocabulary rules); None when the candidate has no lemma of the original's part of speech or that
   lemma has no form for the tag: such a candidate is dropped;
-* `article_for` / `swap_edits`: the swap as word edits, with an `a`/`an` right before it corrected.
+* `article_for` / `swap_edits`: the swap as word edits, with an `a`/`an` right before it corrected;
+  `inflected_swap` applies them to a `Words` (the corrected article is a second changed word position).
 
 Words whose tag is not inflected (determiners, prepositions, proper nouns, ...) are kept as given. The case of
 the original word is kept (`recover_case`).
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from robench.core.paths import Settings
-from robench.engine.words import recover_case
+from robench.engine.words import Words, recover_case
 
 # Penn tags lemminflect inflects, by the part of speech its lemmatiser takes
 UPOS = {"NN": "NOUN", "NNS": "NOUN", "JJ": "ADJ", "JJR": "ADJ", "JJS": "ADJ", "RB": "ADV", "RBR": "ADV",
@@ -79,3 +80,14 @@ def swap_edits(words: Sequence[str], tags: Sequence[str], i: int, candidate: str
         if article != words[i - 1]:
             edits[i - 1] = article
     return edits
+
+
+def inflected_swap(words: Words, tags: Sequence[str], i: int, candidate: str) -> Words | None:
+    """`words` with `candidate` swapped in at `i` as `swap_edits` makes it (`tags`: `penn_tags(words.words)`),
+    or None when the candidate cannot take the original's form."""
+    edits = swap_edits(words.words, tags, i, candidate)
+    if edits is None:
+        return None
+    for position, word in sorted(edits.items()):
+        words = words.replace(position, word)
+    return words
