@@ -90,6 +90,9 @@ def test_export_import_round_trip(results, tmp_path):
     assert (pooled.n, pooled.label_kept.count, pooled.meaning_kept.count, pooled.fluent.count,
             pooled.valid.count, pooled.originals_as_gold.count) == (8, 7, 7, 7, 6, 8)
     assert {g[1] for g in imported.summaries} == {"textfooler", "gradient-swap"}
+    textfooler = {g[3]: x.n for g, x in imported.summaries.items() if g[1] == "textfooler"}
+    assert textfooler.pop("all models") == 4 == sum(textfooler.values()) and len(textfooler) == 2  # bert, a2t
+    assert not any(g[1] == "gradient-swap" and g[3] == "all models" for g in imported.summaries)  # one model
     assert imported.written == [readings_path(root / "runs", done.study)]
     shown = readings_by_run(root / "runs", [r.run_id for r in runs])
     assert sum(len(v) for v in shown.values()) == 8
@@ -258,6 +261,15 @@ def test_import_command_prints_the_summary(results, tmp_path, capsys, monkeypatc
     assert main(["annotate", "import", str(filled), "--key", str(done.key)]) == 0
     out = capsys.readouterr().out
     assert "label kept" in out and "gradient-swap" in out and "wrote" in out
+
+
+def test_the_import_table_says_once_what_every_model_shares():
+    from robench.cli.annotate import short_models
+
+    short, shared = short_models(["bert lr=1e-4 epochs=2", "imbert[im_layers=0] lr=1e-4 epochs=2", "all models"])
+    assert short == {"bert lr=1e-4 epochs=2": "bert", "imbert[im_layers=0] lr=1e-4 epochs=2": "imbert[im_layers=0]",
+                     "all models": "all models"} and shared == "lr=1e-4 epochs=2"
+    assert short_models(["bert"]) == ({"bert": "bert"}, "")
 
 
 def test_sheet_csv_reads_back(results, tmp_path):

@@ -49,13 +49,26 @@ def cmd_import(args) -> None:
     from robench.report.annotate import import_sheet
 
     done = import_sheet(Path(args.sheet), Path(args.key))
-    table = Table(title=f"blind reading, study {done.study} (Wilson 95% intervals)")
+    models, shared = short_models([model for *_, model in done.summaries])
+    table = Table(title=f"blind reading, study {done.study} (Wilson 95% intervals)",
+                  caption=f"every model: {shared}" if shared else None)
     for name in ("task", "attack", "setting", "model", "read", "label kept", "meaning >= 3", "fluent", "valid",
                  "originals as gold"):
         table.add_column(name, overflow="fold")
     for (task, attack, setting, model), s in done.summaries.items():
-        table.add_row(plain(task), plain(attack), plain(setting), plain(model), str(s.n), s.label_kept.text(),
+        table.add_row(plain(task), plain(attack), plain(setting), plain(models[model]), str(s.n), s.label_kept.text(),
                       s.meaning_kept.text(), s.fluent.text(), s.valid.text(), s.originals_as_gold.text())
     Console().print(table)
     for path in done.written:
         print(f"wrote {path}")
+
+
+def short_models(labels: list[str]) -> tuple[dict[str, str], str]:
+    """Each model label without the settings every one shares (its model name kept), and those settings."""
+    from robench.report.annotate import ALL_MODELS
+
+    parts = [label.split() for label in labels if label != ALL_MODELS]
+    shared = [p for p in parts[0][1:] if all(p in other[1:] for other in parts)] if parts else []
+    short = {label: label if label == ALL_MODELS else " ".join(p for i, p in enumerate(label.split())
+                                                               if i == 0 or p not in shared) for label in labels}
+    return short, " ".join(shared)

@@ -17,7 +17,7 @@ It writes, under `--out DIR`:
 
 Import validates a filled sheet against its key (every item once, the texts unchanged, labels from the item's
 list, meaning 1-4, fluent yes/no) and writes each runs directory's readings; its summary is per task, attack,
-setting and model.
+setting and model, and pooled over the models of each attack setting.
 """
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ ORIGINAL, ADVERSARIAL = "original", "adversarial"
 MEANINGS = ("1", "2", "3", "4")
 FLUENT = {"yes": True, "no": False}
 MAX_N = 10_000
+ALL_MODELS = "all models"  # the pooled reading of an attack setting read on several models
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ def form_html(rows: list[dict[str, str]]) -> str:
 @dataclass(frozen=True)
 class Imported:
     study: str
-    summaries: dict[tuple[str, str, str, str], Summary]  # (task, attack, setting, model) -> its readings
+    summaries: dict[tuple[str, str, str, str], Summary]  # (task, attack, setting, model) -> its reading
     written: list[Path]
 
 
@@ -243,10 +244,24 @@ def import_sheet(sheet: Path, key_path: Path) -> Imported:
     for e, r in zip(examples, readings):
         by_dir[e.runs_dir].append(r)
     written = [write_readings(Path(d), key["study"], rs, imported) for d, rs in sorted(by_dir.items())]
+    return Imported(key["study"], summaries(examples, readings), written)
+
+
+def summaries(examples: list[Example], readings: list[Reading]) -> dict[tuple[str, str, str, str], Summary]:
+    """Per task, attack, setting and model; and per attack setting read on several models, the pooled reading
+    as model ALL_MODELS (after its models)."""
     groups: dict[tuple[str, str, str, str], list[Reading]] = defaultdict(list)
     for e, r in zip(examples, readings):
         groups[e.report_group].append(r)
-    return Imported(key["study"], {g: summarize(rs) for g, rs in sorted(groups.items())}, written)
+    pooled: dict[tuple[str, str, str], list[tuple[str, list[Reading]]]] = defaultdict(list)
+    for (task, attack, setting, model), rs in sorted(groups.items()):
+        pooled[(task, attack, setting)].append((model, rs))
+    out = {}
+    for (task, attack, setting), models in pooled.items():
+        out.update({(task, attack, setting, model): summarize(rs) for model, rs in models})
+        if len(models) > 1:
+            out[(task, attack, setting, ALL_MODELS)] = summarize(r for _, rs in models for r in rs)
+    return out
 
 
 def read_key(path: Path) -> dict[str, Any]:

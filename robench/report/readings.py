@@ -96,7 +96,7 @@ class Summary:
 
     def facts(self) -> list[tuple[str, str]]:
         """(label, value) lines for `robench show` and the run page."""
-        return [("blind reading", f"{self.n} successful examples read (robench annotate)"),
+        return [("blind reading (robench annotate)", f"{self.n} successful example(s) read"),
                 ("label kept by a blind reader", self.label_kept.text()),
                 (f"meaning kept (>= {MEANING_KEPT} of 4)", self.meaning_kept.text()),
                 ("fluent", self.fluent.text()),
