@@ -223,6 +223,9 @@ def test_export_refuses_bad_input_before_work(results, tmp_path, capsys):
     assert "--n 0" in capsys.readouterr().err
     assert main(["annotate", "export", str(tmp_path / "nothing"), "--out", str(tmp_path / "s")]) == 2
     assert "no runs directory" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["annotate", "export", str(root), "--out", str(tmp_path / "file")]) == 2
+    assert "is a file" in capsys.readouterr().err
     assert main(["annotate", "export", str(root), "--out", str(tmp_path / "s"), "--n", "2"]) == 0
     assert main(["annotate", "export", str(root), "--out", str(tmp_path / "s"), "--n", "2"]) == 2
     assert "already holds a study" in capsys.readouterr().err

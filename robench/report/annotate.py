@@ -92,6 +92,8 @@ def export_study(results_dirs: Iterable[Path], out: Path, n: int, seed: int) -> 
     if not 1 <= n <= MAX_N:
         raise RobenchError(f"--n {n}: the examples per attack setting must be 1-{MAX_N}")
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RobenchError(f"--out {out} is a file; name a folder (it gets rater/ and key.json)")
     if (out / "key.json").exists():
         raise RobenchError(f"{out / 'key.json'} exists: {out} already holds a study (its sheet may be with a "
                            "reader); choose another --out")
@@ -126,15 +128,14 @@ def candidates(results_dir: Path) -> list[Example]:
         raise RobenchError(f"no runs directory {runs_dir}: name folders that hold a runs/ folder")
     out = []
     for rec in load_records(runs_dir).current:
-        names = label_names(rec)
+        names, setting, model = label_names(rec), attack_label(rec) or "default", _model_name(rec, model_label(rec))
         for e in read_examples(runs_dir, rec.run_id):
             if e.status != "successful" or not e.original_text or e.original_text == e.perturbed_text:
                 continue
-            labels = names or tuple(str(i) for i in range(max(e.label, e.original_prediction) + 1))
-            out.append(Example(str(runs_dir.resolve()), rec.run_id, e.index, rec.spec.get("task", ""),
-                               rec.spec.get("attack", ""), attack_label(rec) or "default", _model_name(rec,
-                               model_label(rec)), tuple(labels), labels[e.label], e.original_text,
-                               e.perturbed_text))
+            labels = names if names and e.label < len(names) else tuple(str(i) for i in range(max(2, e.label + 1)))
+            out.append(Example(str(runs_dir.resolve()), rec.run_id, e.index, str(rec.spec.get("task", "")),
+                               str(rec.spec.get("attack", "")), setting, model, tuple(labels), labels[e.label],
+                               e.original_text, e.perturbed_text))
     return out
 
 
