@@ -68,10 +68,11 @@ def article_for(word: str) -> str:
 
 def swap_edits(words: Sequence[str], tags: Sequence[str], i: int, candidate: str) -> dict[int, str] | None:
     """The edits (word position -> new word) that put `candidate` at position `i` in the original's inflection
-    (`tags`: `penn_tags(words)`), with an `a`/`an` right before it made to agree; None when the candidate
-    cannot take the original's form (drop it)."""
+    (`tags`: `penn_tags(words)`), with an `a`/`an` right before it made to agree; None (drop it) when the
+    candidate cannot take the original's form, or in that form is the original word ("qualifying" for
+    "qualify": another form of the same word, not a swap)."""
     word = inflect_like(candidate, words[i], tags[i])
-    if word is None:
+    if word is None or word.lower() == words[i].lower():  # no form, or an inflection of the original itself
         return None
     edits = {i: word}
     if i > 0 and words[i - 1].lower() in ARTICLES:
