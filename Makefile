@@ -26,13 +26,14 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/robench run --model bert --attack advglue --task sst2 --train-size 2000 --epochs 3
 
-# System packages some tests need: headless Chromium for tests/test_leaderboard_page.py, which fails (and never
-# installs anything) without them. Debian/Ubuntu apt; as root, or through sudo.
+# System packages some tests need: headless Chromium for tests/test_leaderboard_page.py and node for the annotate
+# form's script (tests/test_annotate.py), which fail (and never install anything) without them. Debian/Ubuntu
+# apt; as root, or through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 test-deps:
-	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || \
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver && command -v node >/dev/null || \
 	  ($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
-	     --no-install-recommends chromium chromium-driver >/dev/null)
+	     --no-install-recommends chromium chromium-driver nodejs >/dev/null)
 
 test: setup test-deps
 	$(BIN)/ruff check .

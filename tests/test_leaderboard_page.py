@@ -214,7 +214,7 @@ def test_leaderboard_page_in_headless_chromium(tmp_path, browser):
 
     _header(table, "TextFooler").click()  # best first
     audit = table.find_element("css selector", "td .audit")
-    assert audit.text == "valid 95% · ant. 5.0%" and "antonym 5.0%" in audit.get_attribute("title")
+    assert audit.text == "listed synonyms 95% · ant. 5.0%" and "antonym 5.0%" in audit.get_attribute("title")
     tf = _numbers(table, "TextFooler")
     assert tf == sorted(tf, reverse=True) and _column(table, "Model")[0] == "imbert im_layers=0,1,2"
     assert _header(table, "TextFooler").get_attribute("aria-sort") == "descending"

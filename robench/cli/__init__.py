@@ -28,6 +28,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "robench.cli.compare",
     "robench.cli.show",
     "robench.cli.pack",
+    "robench.cli.annotate",
 )
 
 

@@ -28,6 +28,7 @@ def add_parser(sub) -> None:
 def cmd_show(args) -> None:
     from robench.core.packed import runs_to_read
     from robench.report.examples import load_run
+    from robench.report.readings import reading_facts
     from robench.report.validity import validity_facts
 
     if args.html:
@@ -39,8 +40,8 @@ def cmd_show(args) -> None:
     run = load_run(runs_dir, args.run_id)
     console = Console()
     console.print(examples_table(run, args.outcome, args.limit))
-    for label, value in validity_facts(run.record.metrics):
-        console.print(f"{label}: {value}")
+    for label, value in validity_facts(run.record.metrics) + reading_facts(runs_dir, run.record.run_id):
+        console.print(plain(f"{label}: {value}"))
     if args.html:
         from robench.report.run_page import write_run_page
 

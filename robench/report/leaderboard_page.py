@@ -7,8 +7,10 @@ What a reader sees, per task (a selector switches tasks when there are several):
   `robench.report.worstcase`; without per-example results, by the lowest accuracy under a single attack);
 * columns: rank, model (what the row differs in from the defaults as a short label; the full resolved setting
   in a tooltip and an expandable cell), clean dev accuracy, each attack's accuracy under attack with its 95%
-  interval, its validity rates where recorded, and links to each seed's run page, the worst case, certified
-  accuracy where recorded, seeds and examples. What every row shares is said once, above the table;
+  interval, its swap audit where recorded (the share of listed synonyms: list membership, not validity), the
+  blind reading where `robench annotate` stored one (valid to a reader, Wilson interval), and links to each
+  seed's run page, the worst case, certified accuracy where recorded, seeds and examples. What every row shares
+  is said once, above the table;
 * with a baseline (`--baseline MODEL`, else `bert` when the task has it), each accuracy-under-attack cell is
   marked with the comparison's verdict against the baseline at the same setting;
 * sortable columns (click a header);
@@ -16,8 +18,9 @@ What a reader sees, per task (a selector switches tasks when there are several):
   that finds no free spot is left out: the legend below the plot names every point), and one dot plot per
   attack with each row's interval.
 
-Every number comes from the leaderboard's checkpoint table (`robench.report.leaderboard.leaderboard_tables`,
-the table `leaderboard.csv` is written from: its rows, rank and columns); the page only arranges it. No network
+Every number but the blind readings (`robench.report.readings`) comes from the leaderboard's checkpoint table
+(`robench.report.leaderboard.leaderboard_tables`, the table `leaderboard.csv` is written from: its rows, rank and
+columns); the page only arranges it. No network
 at view time: CSS, script and SVG are inline. No timestamp: the same records give the same page byte for byte.
 The markup lives in Jinja templates (`templates/leaderboard.html.j2` and its
 partials); every `{{ value }}` is escaped with `html.escape` unless it is `Markup` built here from escaped
@@ -52,6 +55,7 @@ from robench.report.leaderboard import (
     load_records,
     setting_names,
 )
+from robench.report.readings import Summary, readings_by_run, summarize
 from robench.report.run_page import write_run_pages
 from robench.report.validity import COLUMNS as VALIDITY_COLUMNS
 from robench.report.worstcase import worst_cases
@@ -143,6 +147,7 @@ class BoardRow:
     certified: dict[str, Any] | None
     validity: dict[tuple[str, str], dict[str, float]]  # attack variant -> mean share of each audit class
     runs: dict[tuple[str, str], list[tuple[int, str]]]  # attack variant -> (seed, run id)
+    readings: dict[tuple[str, str], Summary] = field(default_factory=dict)  # attack variant -> its blind reading
     rank_value: float = float("nan")  # what the rank is by (the table's rank_accuracy)
     rank: int | None = None
     color: str = PALETTE[0]
@@ -239,6 +244,8 @@ def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[s
         row.color, row.shape = PALETTE[i % len(PALETTE)], SHAPES[(i // len(PALETTE)) % len(SHAPES)]
     certified = any(r.certified for r in rows)
     validity = {v for r in rows for v in r.validity}
+    _add_readings(rows, runs_dir)
+    read = {v for r in rows for v in r.readings}
     columns = [Column("Rank", f"by {rank_by}, highest first; equal values share a rank. Ranks inside each "
                               "other's intervals are not distinguishable"),
                Column("Model", "defence, and what its setting differs in from the defaults and from the other "
@@ -247,7 +254,9 @@ def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[s
     versus = f"; ▲ / ▼ / ≈: the verdict of the paired comparison with {baseline}" if baseline else ""
     for v in variants:
         audit = "; then the share of its swaps that are listed synonyms or inflections, and antonyms " \
-                "(validity audit)" if v in validity else ""
+                "(swap audit: list membership, not validity)" if v in validity else ""
+        audit += "; then the share of successful examples a blind reader accepted (label kept, meaning kept, " \
+                 "fluent: robench annotate), with its Wilson 95% interval" if v in read else ""
         columns.append(Column(names[v], f"accuracy under {names[v]}, mean [95% interval over seeds and "
                                         f"examples] (%){versus}{audit}; links: each seed's run page"))
     columns.append(Column("Worst case", "accuracy when an example counts only if no word-level attack broke it "
@@ -296,6 +305,15 @@ def _rows(runs: pd.DataFrame, board: pd.DataFrame, prefix: dict[tuple[str, str],
     return rows
 
 
+def _add_readings(rows: list[BoardRow], runs_dir: Path) -> None:
+    """Each row's blind readings (robench.report.readings) per attack variant, pooled over its seeds' runs."""
+    by_run = readings_by_run(runs_dir, [rid for r in rows for runs in r.runs.values() for _, rid in runs])
+    for row in rows:
+        for variant, runs in row.runs.items():
+            if readings := [x for _, rid in runs for x in by_run.get(rid, [])]:
+                row.readings[variant] = summarize(readings)
+
+
 def _num(value: Any) -> float:
     try:
         return float(value)
@@ -304,7 +322,7 @@ def _num(value: Any) -> float:
 
 
 def _validity(attacks: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], dict[str, float]]:
-    """Per attack variant: the leaderboard's validity-audit columns (robench.report.validity), mean over seeds."""
+    """Per attack variant: the leaderboard's swap-audit columns (robench.report.validity), mean over seeds."""
     out = {}
     for variant, row in attacks.items():
         shares = {cls: float(row[f"{col}_mean"]) for col, cls in VALIDITY_COLUMNS.items()
@@ -532,9 +550,14 @@ def _attack_cell(row: BoardRow, variant, name: str, baseline: str | None, runs_d
         if "antonym_examples" in audit:
             tip += f"; examples with an antonym swap {_pct(audit['antonym_examples'])}%"
         warn = " warn" if antonym else ""
-        text = f"valid {_pct(valid, 0)}%" + (f" · ant. {_pct(antonym)}%" if antonym is not None else "")
-        extra.append(f'<span class="audit{warn}" title="swaps: {escape(tip)}">{escape(text)}</span>')
-        details.append(f"swaps: {tip}")
+        text = f"listed synonyms {_pct(valid, 0)}%" + (f" · ant. {_pct(antonym)}%" if antonym is not None else "")
+        tip = f"swaps (list membership, not validity): {tip}"
+        extra.append(f'<span class="audit{warn}" title="{escape(tip)}">{escape(text)}</span>')
+        details.append(tip)
+    if (reading := row.readings.get(variant)) is not None:
+        tip = "; ".join(f"{label}: {value}" for label, value in reading.facts()[1:])
+        extra.append(f'<span class="read" title="{escape(tip)}">read valid {escape(reading.valid.text())}</span>')
+        details.append(f"blind reading: {tip}")
     links = _links(row.runs.get(variant, []), runs_dir, page_dir, run_pages)
     if links:
         extra.append(f'<span class="runs">{links}</span>')

@@ -15,6 +15,7 @@ import jinja2
 from robench.core.files import atomic_write
 from robench.core.records import examples_path, record_path
 from robench.report.examples import RunExamples, load_run, word_diff
+from robench.report.readings import reading_facts
 from robench.report.validity import lexicon_settings, marked, swap_marks, validity_facts
 
 METRICS = [("clean accuracy", "clean_accuracy", "%"), ("accuracy under attack", "robust_accuracy", "%"),
@@ -27,11 +28,13 @@ def _templates() -> jinja2.Environment:
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
-def render(run: RunExamples, record_href: str, back: str | None = None) -> str:
+def render(run: RunExamples, record_href: str, back: str | None = None,
+           readings: list[tuple[str, str]] | None = None) -> str:
+    """The run's page; `readings`: its blind reading's lines (robench.report.readings.reading_facts)."""
     spec, metrics = run.record.spec, run.record.metrics
     shown = [(label, f"{100 * v:.1f}%" if kind == "%" else f"{v:.1f}") for label, key, kind in METRICS
              if (v := metrics.get(key)) is not None]
-    shown += validity_facts(metrics)
+    shown += validity_facts(metrics) + (readings or [])
     lexicon = lexicon_settings() if "validity" in metrics else None
     examples = []
     for e in sorted(run.examples, key=lambda e: e.index):
@@ -54,7 +57,8 @@ def write_run_page(runs_dir: Path, run_id: str, path: Path, back: Path | None = 
     run = load_run(runs_dir, run_id)
     path = Path(path).resolve()
     record = record_path(runs_dir.resolve(), run.record.run_id)
-    atomic_write(path, render(run, _relative(record, path.parent), _relative(back, path.parent) if back else None))
+    atomic_write(path, render(run, _relative(record, path.parent), _relative(back, path.parent) if back else None,
+                              reading_facts(runs_dir, run.record.run_id)))
     return path
 
 

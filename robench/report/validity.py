@@ -1,4 +1,8 @@
-"""The validity audit of a record (`metrics.validity`, robench.engine.audit) as report columns and marks.
+"""The swap audit of a record (`metrics.validity`, robench.engine.audit) as report columns and marks.
+
+The audit measures list membership (is each swap a listed synonym, inflection or antonym), not validity: a listed
+synonym in the wrong sense or in a broken phrase is still listed. Reports call it "listed synonyms"; whether
+readers accept the examples is `robench annotate`'s reading (robench.report.readings).
 
 `validity_columns` flattens it into the leaderboard's and `robench compare`'s scalar columns; `validity_facts`
 into the lines `robench show` and the run page print; `swap_marks` classifies the swaps of one example for
@@ -15,6 +19,7 @@ COLUMNS = {"synonym_swap_rate": "synonym", "inflection_swap_rate": "inflection",
            "unlisted_swap_rate": "unlisted"}
 VALIDITY_METRICS = [*COLUMNS, "antonym_example_rate"]  # all shares (percent in tables)
 MARKED = ("antonym", "unlisted")  # the swap classes display marks
+LISTED = {"synonym": "listed synonym"}  # a class's name in reports: membership of the lists, not validity
 
 
 def validity_columns(metrics: dict[str, Any]) -> dict[str, float | None]:
@@ -43,11 +48,13 @@ def validity_facts(metrics: dict[str, Any]) -> list[tuple[str, str]]:
     if not isinstance(audit, dict):
         return []
     if is_stale(audit):
-        return [("validity audit", "of an older format (listed inflections counted as synonyms): re-audit it "
-                                   "with `robench audit RESULTS_DIR`")]
+        return [("swap audit", "of an older format (listed inflections counted as synonyms): re-audit it "
+                               "with `robench audit RESULTS_DIR`")]
     rates = audit.get("rates") or {}
-    out = [("swaps audited", f"{audit.get('swaps', 0)} in {audit.get('examples', 0)} successful examples")]
-    out += [(f"{cls} swaps", _pct(rates.get(cls))) for cls in ("synonym", "inflection", "antonym", "unlisted")]
+    out = [("swaps audited (list membership, not validity)",
+             f"{audit.get('swaps', 0)} in {audit.get('examples', 0)} successful examples")]
+    out += [(f"{LISTED.get(cls, cls)} swaps", _pct(rates.get(cls)))
+            for cls in ("synonym", "inflection", "antonym", "unlisted")]
     out.append(("successful examples with an antonym swap", _pct(audit.get("antonym_example_rate"))))
     if audit.get("independent_synonym_rate") is not None:
         others = [r for r in ("alzantot", "ppdb", "wordnet") if r not in audit.get("source_lists", [])]
