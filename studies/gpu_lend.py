@@ -36,6 +36,7 @@ import sys
 import tarfile
 import threading
 import time
+import traceback
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ class Protocol:
 PROTOCOLS = {
     "h200": Protocol("h200"),
     "tiny": Protocol("tiny", victim_train_size=32, victim_epochs=1, attack_examples=4, textattack_examples=2,
-                     synonym_source="neighbors", sentence_encoder="use-m3", extra_models=("freelb",), seeds=(0, 1),
+                     synonym_source="neighbors", sentence_encoder="use-m3", extra_models=("freelb",), seeds=(0,),
                      probe_jobs=(1, 2), probe_steps=2, min_train_size=32, max_train_size=64, size_step=16,
                      train={"epochs": 1, "lr": 1e-3, "batch_size": 16, "max_length": 32},
                      model_params={"imbert": {"im_layers": [0, 1]}}),
@@ -350,7 +351,8 @@ class Job:
 
 def run_jobs(jobs: list[Job], slots: int, deadline: float, logs: Path) -> list[Job]:
     """Run `jobs`, `slots` at a time, each in its own process group with its output in `logs`; at the deadline
-    every job still running is stopped (its state stays resumable: `robench run` resumes by run id)."""
+    every job still running is stopped (its state stays resumable: `robench run` resumes by run id). Jobs run in
+    `logs`, not the checkout, where `python -m` would import the source tree's `robench` before the installed one."""
     logs.mkdir(parents=True, exist_ok=True)
     queue, running = list(jobs), []
     while queue or running:
@@ -359,7 +361,7 @@ def run_jobs(jobs: list[Job], slots: int, deadline: float, logs: Path) -> list[J
             log = open(logs / f"{job.name}.log", "w", encoding="utf-8")
             job.started = time.monotonic()
             running.append((job, subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT,
-                                                  start_new_session=True, cwd=REPO), log))
+                                                  start_new_session=True, cwd=logs), log))
         if time.monotonic() >= deadline:
             queue.clear()
             for job, proc, _ in running:
@@ -398,12 +400,12 @@ def common_flags(args: argparse.Namespace, paths: Paths) -> list[str]:
 # ---------------------------------------------------------------- step 1: the attack bench
 
 def attack_step(protocol: Protocol, paths: Paths, device: str) -> None:
-    """In a child process: robench's TextFooler on the whole split, then beside TextAttack's on the subset, then
-    the estimate's calibration of the claim models; writes the bench tables and `<out>/calibration.json`."""
+    """In a child process: robench's TextFooler on the whole split, the estimate's calibration of the claim models,
+    then robench beside TextAttack's on the subset (the most fragile last); tables go to `<out>/bench/`,
+    measurements to `<out>/calibration.json`."""
     from robench.bench import attack as bench
     from robench.core.device import pick_device
     from robench.core.paths import resolve_settings
-    from robench.runs.runner import train
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)
     n = protocol.attack_examples or len(dev_words(protocol, paths.data).words)
@@ -415,27 +417,34 @@ def attack_step(protocol: Protocol, paths: Paths, device: str) -> None:
     measured = _read_json(paths.out / "calibration.json") or {}
     target = paths.out / "bench" / f"attack-{protocol.task}-{n}-robench"
     if not target.with_suffix(".md").is_file():
-        spec = bench.specs(options, "local", settings)[bench.ROBENCH]
-        train(spec, settings, device, None)
-        start = time.perf_counter()
-        bench.warm_up(spec, settings, device, None)
-        measured["warm_up"] = time.perf_counter() - start
-        side = bench.attack(spec, settings, device, None)
-        setup = (f"(bert/{protocol.backbone}, train {protocol.victim_train_size}x{protocol.victim_epochs} ep, "
-                 f"{n} examples, {device}, synonyms {protocol.synonym_source}, encoder {protocol.sentence_encoder}; "
-                 f"{bench.machine()})")
-        bench.write(bench.compare([side]), ["metric", bench.ROBENCH], f"TextFooler on {protocol.task}, robench "
-                    f"{setup}", target)
-        bench.write(bench.profile_rows([side]), ["part", bench.ROBENCH], f"Profile of TextFooler {setup}",
-                    target.with_name(target.name + "-profile"))
-        if side.raw_rate:
-            measured["forward_rate"] = side.raw_rate
+        measured.update(attack_whole_split(protocol, options, settings, device, target))
         _write_calibration(paths, measured, device)
-    parity = paths.out / "bench" / f"attack-{protocol.task}-{protocol.textattack_examples}.md"
-    if not parity.is_file():
-        bench.compare_attacks(replace(options, examples=protocol.textattack_examples), settings, None)
     measured["calibrations"] = calibrate(protocol, paths, settings, device)
     _write_calibration(paths, measured, device)
+    if not (paths.out / "bench" / f"attack-{protocol.task}-{protocol.textattack_examples}.md").is_file():
+        bench.compare_attacks(replace(options, examples=protocol.textattack_examples), settings, None)
+
+
+def attack_whole_split(protocol: Protocol, options, settings, device: str, target: Path) -> dict[str, float]:
+    """robench's TextFooler alone on `options.examples` texts, timed as `robench bench attack` times it; writes its
+    table and profile at `target`; returns the warm-up seconds and the raw forward rate it measured."""
+    from robench.bench import attack as bench
+    from robench.runs.runner import train
+
+    spec = bench.specs(options, "local", settings)[bench.ROBENCH]
+    train(spec, settings, device, None)
+    start = time.perf_counter()
+    bench.warm_up(spec, settings, device, None)
+    measured = {"warm_up": time.perf_counter() - start}
+    side = bench.attack(spec, settings, device, None)
+    setup = (f"(bert/{protocol.backbone}, train {protocol.victim_train_size}x{protocol.victim_epochs} ep, "
+             f"{options.examples} examples, {device}, synonyms {protocol.synonym_source}, encoder "
+             f"{protocol.sentence_encoder}; {bench.machine()})")
+    bench.write(bench.compare([side]), ["metric", bench.ROBENCH], f"TextFooler on {protocol.task}, robench {setup}",
+                target)
+    bench.write(bench.profile_rows([side]), ["part", bench.ROBENCH], f"Profile of TextFooler {setup}",
+                target.with_name(target.name + "-profile"))
+    return {**measured, "forward_rate": side.raw_rate} if side.raw_rate else measured
 
 
 def calibrate(protocol: Protocol, paths: Paths, settings, device: str) -> dict[str, dict[str, float]]:
@@ -446,7 +455,8 @@ def calibrate(protocol: Protocol, paths: Paths, settings, device: str) -> dict[s
     from robench.runs.resolve import resolve_run
 
     out = {}
-    for spec in claim_specs(protocol, protocol.models, protocol.min_train_size, paths):
+    for spec in claim_specs(replace(protocol, seeds=protocol.seeds[:1]), protocol.models, protocol.min_train_size,
+                            paths):
         run = resolve_run(spec[1], settings)
         train = subset(load_split(run.task, "train", settings.data_dir, "local"), spec[1].train_size, 0)
         dev = load_split(run.task, "eval", settings.data_dir, "local")
@@ -470,6 +480,7 @@ def probe_worker(protocol: Protocol, paths: Paths, device: str, index: int, fold
     from transformers import DataCollatorWithPadding
 
     from robench.core.device import pick_device
+    from robench.core.files import atomic_write
     from robench.core.paths import resolve_settings
     from robench.data.loading import load_split, subset
     from robench.runs.resolve import resolve_run
@@ -479,7 +490,7 @@ def probe_worker(protocol: Protocol, paths: Paths, device: str, index: int, fold
     settings = resolve_settings(paths.data, paths.cache, paths.out)
     torch_device = pick_device(device)
     model = probe_model(protocol, load_costs(paths.out))
-    _, spec = claim_specs(protocol, (model,), protocol.min_train_size, paths)[0]
+    _, spec = claim_specs(replace(protocol, seeds=protocol.seeds[:1]), (model,), protocol.min_train_size, paths)[0]
     run = resolve_run(spec, settings)
     tokenizer = load_tokenizer(run.backbone.location)
     model = run.defense.build(run.backbone.location, run.task.num_labels, run.model_params).to(torch_device)
@@ -508,7 +519,7 @@ def probe_worker(protocol: Protocol, paths: Paths, device: str, index: int, fold
         if torch_device.type == "cuda":
             torch.cuda.synchronize(torch_device)
         seconds = time.perf_counter() - start
-        (folder / f"result-{jobs}-{index}.json").write_text(json.dumps({"seconds": seconds}))
+        atomic_write(folder / f"result-{jobs}-{index}.json", json.dumps({"seconds": seconds}))
 
 
 def _wait_for(path: Path, timeout: float = 600.0) -> None:
@@ -527,7 +538,7 @@ def probe_step(protocol: Protocol, paths: Paths, args: argparse.Namespace, deadl
     folder.mkdir(parents=True)
     count = max(protocol.probe_jobs)
     command = [sys.executable, __file__, *protocol_flags(args), "--probe-worker", "--probe-dir", str(folder)]
-    procs = [subprocess.Popen([*command, "--probe-index", str(i)], start_new_session=True, cwd=REPO)
+    procs = [subprocess.Popen([*command, "--probe-index", str(i)], start_new_session=True, cwd=folder)
              for i in range(count)]
     try:
         rounds = _probe_rounds(protocol, folder, procs, deadline)
@@ -628,7 +639,8 @@ def run_models(protocol: Protocol, models: tuple[str, ...], paths: Paths, args: 
     from robench.grid.driver import plan
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)
-    order = sorted(models, key=lambda m: load_costs(paths.out).train_rate.get(m, 0.0))
+    rates = load_costs(paths.out).train_rate
+    order = sorted(models, key=lambda m: rates.get(m, 0.0))
     pairs = claim_specs(protocol, tuple(order), size, paths)
     cells, _ = plan([spec for _, spec in pairs], settings)
     todo = [(flags, cell) for (flags, _), cell in zip(pairs, cells) if cell.state != "skipped"]
@@ -821,6 +833,9 @@ def drive(protocol: Protocol, paths: Paths, args: argparse.Namespace) -> int:
         except LendError as exc:
             print(f"gpu_lend: {step}: {exc}", flush=True)
             failed = True
+        except Exception:  # one step's fault must not cost the lend the steps after it
+            traceback.print_exc()
+            failed = True
         save_state(paths, state)
         publish(protocol, paths, state)
     print(f"== done in {time.monotonic() - start:.0f} s; results in {paths.out}", flush=True)
@@ -831,36 +846,47 @@ def run_step(step: str, protocol: Protocol, paths: Paths, args: argparse.Namespa
              deadline: float) -> bool:
     """One step; False when it failed or was stopped (what it finished is kept)."""
     if step == "attack":
-        if state.get("attack") == "done":
-            return True
-        child = Job("attack", [sys.executable, __file__, *protocol_flags(args), "--attack-step"])
-        (job,) = run_jobs([child], 1, deadline, paths.cache / "logs")
-        print((paths.cache / "logs" / "attack.log").read_text(encoding="utf-8")[-6000:], flush=True)
-        if job.returncode == 0:
-            state["attack"] = "done"
-        return job.returncode == 0
+        return state.get("attack") == "done" or attack_child(paths, args, state, deadline)
     if step == "probe":
         if "saturation" not in state:
             probe_step(protocol, paths, args, deadline)
             state["saturation"] = "saturation.json"
         return True
-    costs = load_costs(paths.out)
-    if "jobs" not in state:
-        state["jobs"] = args.jobs or jobs_and_speedup(costs, None)[0]
-    if step == "claims" and "train_size" not in state:
-        speedup = costs.speedup.get(state["jobs"], 1.0)
-        size = largest_size(protocol, costs, deadline - time.monotonic(), state["jobs"], speedup)
-        if size is None:
-            print(f"the claims do not fit the time left at {protocol.min_train_size} sentences; running them "
-                  "there anyway (a later lend resumes them)", flush=True)
-        state["train_size"] = size or protocol.min_train_size
-        save_state(paths, state)
-    models = protocol.models if step == "claims" else protocol.extra_models
-    if "train_size" not in state:
+    if step == "claims":
+        choose_size(protocol, paths, args, state, deadline)
+    elif "train_size" not in state:
         raise LendError("the extra models train at the claims' size: run the claims step first")
+    models = protocol.models if step == "claims" else protocol.extra_models
     counts = run_models(protocol, models, paths, args, state["train_size"], state["jobs"], deadline)
     print(f"{step}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), flush=True)
     return counts["failed"] == 0 and counts["stopped at the limit"] == 0
+
+
+def attack_child(paths: Paths, args: argparse.Namespace, state: dict[str, Any], deadline: float) -> bool:
+    """Step 1 in a child process, stopped at the deadline; its output's tail is printed here."""
+    child = Job("attack", [sys.executable, __file__, *protocol_flags(args), "--attack-step"])
+    (job,) = run_jobs([child], 1, deadline, paths.cache / "logs")
+    print((paths.cache / "logs" / "attack.log").read_text(encoding="utf-8")[-6000:], flush=True)
+    if job.returncode == 0:
+        state["attack"] = "done"
+    return job.returncode == 0
+
+
+def choose_size(protocol: Protocol, paths: Paths, args: argparse.Namespace, state: dict[str, Any],
+                deadline: float) -> None:
+    """The job count (--jobs, else the probe's) and the largest training size that fits the time left, once: a
+    later lend keeps both (the run ids depend on the size)."""
+    costs = load_costs(paths.out)
+    state.setdefault("jobs", args.jobs or jobs_and_speedup(costs, None)[0])
+    if "train_size" in state:
+        return
+    size = largest_size(protocol, costs, deadline - time.monotonic(), state["jobs"],
+                        costs.speedup.get(state["jobs"], 1.0))
+    if size is None:
+        print(f"the claims do not fit the time left at {protocol.min_train_size} sentences; running them there "
+              "anyway (a later lend resumes them)", flush=True)
+    state["train_size"] = size or protocol.min_train_size
+    save_state(paths, state)
 
 
 def protocol_flags(args: argparse.Namespace) -> list[str]:

@@ -85,7 +85,7 @@ def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, *flags: str) -> 
 def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_data, tiny_backbone):
     out = tmp_path / "out"
     first = _lend(tmp_path, tiny_data, tiny_backbone, "--steps", "attack,probe,claims")
-    assert "claims: 0 finished before, 4 ran, 0 failed" in first
+    assert "claims: 0 finished before, 2 ran, 0 failed" in first
     for heading in ("## 1. Attack bench", "## 2. Concurrent training jobs", "## 3. Claims"):
         assert heading in first and heading in (out / "summary.md").read_text()
     assert "| fraction of the raw rate (target: 85%) |" in first and "claim verdict" in first
@@ -96,7 +96,7 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
     calibration = json.loads((out / "calibration.json").read_text())
     assert calibration["device"] == "cpu" and set(calibration["calibrations"]) == {"bert", "imbert"}
     records = sorted((out / "runs").glob("*-advglue-*.json"))
-    assert len(records) == 4 and {json.loads(p.read_text())["spec"]["train_size"] for p in records} == {64}
+    assert len(records) == 2 and {json.loads(p.read_text())["spec"]["train_size"] for p in records} == {64}
     assert sorted(p.name for p in (tmp_path / "bundle").iterdir()) == ["evidence-gpu.tar.gz", "summary.md"]
     with tarfile.open(tmp_path / "bundle" / "evidence-gpu.tar.gz") as tar:
         names = tar.getnames()
@@ -105,7 +105,7 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
     stamps = {p: p.stat().st_mtime_ns for p in [*records, *(out / "bench").iterdir(), out / "saturation.json"]}
 
     second = _lend(tmp_path, tiny_data, tiny_backbone)  # a second lend: only the extras are new
-    assert "claims: 4 finished before, 0 ran" in second and "extra: 0 finished before, 2 ran, 0 failed" in second
+    assert "claims: 2 finished before, 0 ran" in second and "extra: 0 finished before, 1 ran, 0 failed" in second
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing measured again
     assert json.loads((out / "state.json").read_text())["lends"] == 2
-    assert "| freelb | 2 |" in (out / "summary.md").read_text()
+    assert "| freelb | 1 |" in (out / "summary.md").read_text()
