@@ -360,7 +360,7 @@ def run_jobs(jobs: list[Job], slots: int, deadline: float, logs: Path) -> list[J
             job = queue.pop(0)
             log = open(logs / f"{job.name}.log", "w", encoding="utf-8")
             job.started = time.monotonic()
-            running.append((job, subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT,
+            running.append((job, subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=job_env(slots),
                                                   start_new_session=True, cwd=logs), log))
         if time.monotonic() >= deadline:
             queue.clear()
@@ -378,6 +378,12 @@ def run_jobs(jobs: list[Job], slots: int, deadline: float, logs: Path) -> list[J
                     print(f"job {job.name} failed ({job.returncode}): " + " / ".join(tail), flush=True)
         time.sleep(0.05)
     return jobs
+
+
+def job_env(slots: int) -> dict[str, str]:
+    """The environment of one of `slots` concurrent jobs: the cores shared out among them (unless set already)."""
+    threads = str(max(1, (os.cpu_count() or 1) // slots))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **os.environ}
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -538,7 +544,8 @@ def probe_step(protocol: Protocol, paths: Paths, args: argparse.Namespace, deadl
     folder.mkdir(parents=True)
     count = max(protocol.probe_jobs)
     command = [sys.executable, __file__, *protocol_flags(args), "--probe-worker", "--probe-dir", str(folder)]
-    procs = [subprocess.Popen([*command, "--probe-index", str(i)], start_new_session=True, cwd=folder)
+    procs = [subprocess.Popen([*command, "--probe-index", str(i)], env=job_env(count), start_new_session=True,
+                              cwd=folder)
              for i in range(count)]
     try:
         rounds = _probe_rounds(protocol, folder, procs, deadline)

@@ -109,3 +109,19 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing measured again
     assert json.loads((out / "state.json").read_text())["lends"] == 2
     assert "| freelb | 1 |" in (out / "summary.md").read_text()
+
+
+def test_jobs_still_running_at_the_deadline_are_stopped_and_the_rest_not_started(tmp_path):
+    gpu_lend = _module()
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    jobs = [gpu_lend.Job("quick", [sys.executable, "-c", "print('done')"]), gpu_lend.Job("slow", sleep),
+            gpu_lend.Job("queued", sleep)]
+    import time
+
+    start = time.monotonic()
+    gpu_lend.run_jobs(jobs, 1, start + 10, tmp_path / "logs")
+    assert time.monotonic() - start < 40
+    quick, slow, queued = jobs
+    assert quick.returncode == 0 and not quick.killed and (tmp_path / "logs" / "quick.log").read_text() == "done\n"
+    assert slow.killed and slow.returncode != 0
+    assert queued.started == 0 and queued.returncode is None  # never started: the next lend runs it
