@@ -25,6 +25,7 @@ and `DIR/summary.md` are refreshed too (two files: the device tool returns at mo
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -155,10 +156,9 @@ def load_costs(out: Path) -> Costs:
     measured = _read_json(out / "calibration.json")
     if measured:
         cal = measured.get("calibrations", {})
-        rates = {**rates, **{m: c["examples_per_second"] for m, c in cal.items()}}
-        changes: dict[str, Any] = {"train_rate": rates}
-        basis = {**basis, "train_rate": f"estimate calibration on {measured['device']} ({', '.join(cal)}), "
-                                        "else H200 records"}
+        changes: dict[str, Any] = {"train_rate": {**rates, **{m: c["examples_per_second"] for m, c in cal.items()}}}
+        if cal:
+            basis["train_rate"] = f"estimate calibration on {measured['device']} ({', '.join(cal)}), else H200 records"
         for key in ("forward_rate", "process_start", "warm_up"):
             if measured.get(key):
                 changes[key] = measured[key]
@@ -197,18 +197,21 @@ def dev_words(protocol: Protocol, data: Path | None) -> Dev:
     return Dev([len(t[-1].split()) for t in texts])
 
 
-def train_values(protocol: Protocol) -> dict[str, Any]:
+@functools.cache
+def gpu_grid():
+    """`results/grid-gpu.toml`, the GPU protocol (robench.grid.config.GridConfig)."""
     from robench.grid.config import load_config
 
-    grid = load_config(GPU_GRID)
-    base = {k: getattr(grid.train, k) for k in ("epochs", "lr", "batch_size", "max_length")}
+    return load_config(GPU_GRID)
+
+
+def train_values(protocol: Protocol) -> dict[str, Any]:
+    base = {k: getattr(gpu_grid().train, k) for k in ("epochs", "lr", "batch_size", "max_length")}
     return {**base, **protocol.train}
 
 
 def model_params(protocol: Protocol, model: str) -> dict[str, Any]:
-    from robench.grid.config import load_config
-
-    return {**load_config(GPU_GRID).model_params.get(model, {}), **protocol.model_params.get(model, {})}
+    return {**gpu_grid().model_params.get(model, {}), **protocol.model_params.get(model, {})}
 
 
 def attack_seconds(protocol: Protocol, costs: Costs, dev: Dev) -> float:
@@ -538,42 +541,54 @@ def _wait_for(path: Path, timeout: float = 600.0) -> None:
 
 def probe_step(protocol: Protocol, paths: Paths, args: argparse.Namespace, deadline: float) -> None:
     """Start max(probe_jobs) workers, wait until all are ready, then release 1, 2, 4, ... of them together; the
-    throughput of a round = its examples / its slowest worker's seconds. Writes `<out>/saturation.json`."""
+    throughput of a round = its examples / its slowest worker's seconds. It may take 3 times its planned worst
+    case; rounds finished by then are kept. Writes `<out>/saturation.json`."""
+    from robench.core.files import atomic_write
+
     folder = paths.cache / "probe"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
+    costs = load_costs(paths.out)
+    deadline = min(deadline, time.monotonic() + 3 * probe_seconds(protocol, costs))
     count = max(protocol.probe_jobs)
     command = [sys.executable, __file__, *protocol_flags(args), "--probe-worker", "--probe-dir", str(folder)]
+    logs = [(folder / f"worker-{i}.log").open("w", encoding="utf-8") for i in range(count)]
     procs = [subprocess.Popen([*command, "--probe-index", str(i)], env=job_env(count), start_new_session=True,
-                              cwd=folder)
-             for i in range(count)]
+                              cwd=folder, stdout=log, stderr=subprocess.STDOUT) for i, log in enumerate(logs)]
     try:
         rounds = _probe_rounds(protocol, folder, procs, deadline)
     finally:
-        for proc in procs:
+        for proc, log in zip(procs, logs):
             _stop(proc)
-    model, batch = probe_model(protocol, load_costs(paths.out)), train_values(protocol)["batch_size"]
+            log.close()
+    model, batch = probe_model(protocol, costs), train_values(protocol)["batch_size"]
     for r in rounds:
         r["speedup"] = r["examples_per_second"] / rounds[0]["examples_per_second"]
     best = max(r["examples_per_second"] for r in rounds)
     jobs = min(r["jobs"] for r in rounds if r["examples_per_second"] >= SATURATED * best)
-    from robench.core.files import atomic_write
-
     atomic_write(paths.out / "saturation.json", json.dumps(
         {"model": model, "batch_size": batch, "steps": protocol.probe_steps, "device": args.device,
          "rounds": rounds, "saturating_jobs": jobs}, indent=1) + "\n")
 
 
 def _probe_rounds(protocol: Protocol, folder: Path, procs: list[subprocess.Popen], deadline: float) -> list[dict]:
+    """The rounds measured before the deadline (at least one)."""
     batch = train_values(protocol)["batch_size"]
-    _wait_all([folder / f"ready-{i}" for i in range(len(procs))], procs, deadline)
-    rounds = []
+    _wait_all([folder / f"ready-{i}" for i in range(len(procs))], procs, deadline, folder)
+    rounds: list[dict] = []
     for jobs in protocol.probe_jobs:
         sampler = GpuSampler()
         (folder / f"go-{jobs}").touch()
         results = [folder / f"result-{jobs}-{i}.json" for i in range(jobs)]
-        _wait_all(results, procs, deadline)
-        utilization = sampler.stop()
+        try:
+            _wait_all(results, procs, deadline, folder)
+        except TimeoutError:
+            if not rounds:
+                raise LendError("the probe ran out of time before its first round") from None
+            print(f"the probe ran out of time at {jobs} jobs; keeping the rounds before", flush=True)
+            break
+        finally:
+            utilization = sampler.stop()
         seconds = [json.loads(p.read_text())["seconds"] for p in results]
         rounds.append({"jobs": jobs, "examples_per_second": jobs * protocol.probe_steps * batch / max(seconds),
                        "seconds_per_step": statistics.mean(seconds) / protocol.probe_steps,
@@ -581,12 +596,16 @@ def _probe_rounds(protocol: Protocol, folder: Path, procs: list[subprocess.Popen
     return rounds
 
 
-def _wait_all(paths: list[Path], procs: list[subprocess.Popen], deadline: float) -> None:
+def _wait_all(paths: list[Path], procs: list[subprocess.Popen], deadline: float, folder: Path) -> None:
+    """Until every path exists; LendError when a worker failed (with its log's last line), TimeoutError at the
+    deadline."""
     while not all(p.exists() for p in paths):
-        if any(proc.poll() not in (None, 0) for proc in procs):
-            raise LendError("a probe worker failed (its error is above)")
+        for i, proc in enumerate(procs):
+            if proc.poll() not in (None, 0):
+                last = ((folder / f"worker-{i}.log").read_text(encoding="utf-8").strip().splitlines() or [""])[-1]
+                raise LendError(f"probe worker {i} failed: {last}")
         if time.monotonic() > deadline:
-            raise LendError("the probe ran out of time")
+            raise TimeoutError
         time.sleep(0.01)
 
 
@@ -674,7 +693,7 @@ def _record_start_up(paths: Paths, jobs: list[Job]) -> None:
 # ---------------------------------------------------------------- the summary
 
 def summary(protocol: Protocol, paths: Paths, state: dict[str, Any]) -> str:
-    parts = [f"# GPU lend: {protocol.name} protocol (run {state.get('lends', 1)} on this out dir)", "",
+    parts = [f"# GPU lend: {protocol.name} protocol (run {state.get('runs', 1)} on this out dir)", "",
              _attack_summary(protocol, paths), _probe_summary(paths), _claims_summary(paths, state)]
     return "\n".join(p for p in parts if p) + "\n"
 
@@ -827,7 +846,7 @@ def drive(protocol: Protocol, paths: Paths, args: argparse.Namespace) -> int:
     deadline = start + args.limit - FINAL_RESERVE_S
     paths.out.mkdir(parents=True, exist_ok=True)
     state = read_state(paths, protocol)
-    state["lends"] = state.get("lends", 0) + 1
+    state["runs"] = state.get("runs", 0) + 1
     save_state(paths, state)
     failed = False
     for step in args.steps:
@@ -844,7 +863,10 @@ def drive(protocol: Protocol, paths: Paths, args: argparse.Namespace) -> int:
             traceback.print_exc()
             failed = True
         save_state(paths, state)
-        publish(protocol, paths, state)
+        try:
+            publish(protocol, paths, state)
+        except Exception:  # the records are written; the next step publishes again
+            traceback.print_exc()
     print(f"== done in {time.monotonic() - start:.0f} s; results in {paths.out}", flush=True)
     return 1 if failed else 0
 

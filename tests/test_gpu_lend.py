@@ -107,7 +107,7 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
     second = _lend(tmp_path, tiny_data, tiny_backbone)  # a second lend: only the extras are new
     assert "claims: 2 finished before, 0 ran" in second and "extra: 0 finished before, 1 ran, 0 failed" in second
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing measured again
-    assert json.loads((out / "state.json").read_text())["lends"] == 2
+    assert json.loads((out / "state.json").read_text())["runs"] == 2
     assert "| freelb | 1 |" in (out / "summary.md").read_text()
 
 
