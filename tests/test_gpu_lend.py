@@ -1,0 +1,127 @@
+"""studies/gpu_lend.py (issue 48): its plan from the committed H200 timings, the refusal over the limit, sizing from
+a lend's own measurements, and the whole script at a tiny size on the CPU, run twice (the second run resumes)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "studies" / "gpu_lend.py"
+
+
+def _module():
+    if "gpu_lend" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("gpu_lend", SCRIPT)
+        sys.modules["gpu_lend"] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+        spec.loader.exec_module(sys.modules["gpu_lend"])
+    return sys.modules["gpu_lend"]
+
+
+def _plan(capsys, shared_data, out: Path, *flags: str) -> tuple[int, dict[str, float], str]:
+    code = _module().main(["--plan", "--out", str(out), "--data-dir", str(shared_data), *flags])
+    captured = capsys.readouterr()
+    rows = {}
+    for line in captured.out.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[1].isdigit():
+            rows[cells[0]] = float(cells[1])
+    return code, rows, captured.out + captured.err
+
+
+def test_the_plan_fits_ten_minutes_from_the_committed_timings(tmp_path, shared_data, capsys):
+    code, rows, text = _plan(capsys, shared_data, tmp_path)
+    assert code == 0, text
+    steps = {k: v for k, v in rows.items() if k != "total"}
+    assert list(steps) == ["attack", "probe", "claims", "extra", "summary"]
+    assert abs(sum(steps.values()) - rows["total"]) <= len(steps)  # each row rounded to a second
+    assert 0 < rows["total"] <= 600 and all(steps[s] > 0 for s in ("attack", "probe", "claims"))
+    assert "limit 600 s: fits" in text and "claims' training size: 3000 SST-2 sentences" in text
+    assert "H200 records" in text and "H200 MLM build" in text  # what the figures come from
+
+
+def test_a_plan_over_the_limit_is_refused(tmp_path, shared_data, capsys):
+    code, rows, text = _plan(capsys, shared_data, tmp_path, "--limit", "300")
+    assert code == 1 and rows["total"] > 300
+    assert "OVER THE LIMIT" in text and "gpu_lend: error: the plan needs" in text
+
+
+def test_a_lends_measurements_size_the_next_plan(tmp_path, shared_data, capsys):
+    """A measured speed-up and calibration replace the committed figures: the claims grow to fill the time."""
+    (tmp_path / "saturation.json").write_text(json.dumps({"rounds": [
+        {"jobs": 1, "examples_per_second": 100.0}, {"jobs": 2, "examples_per_second": 190.0},
+        {"jobs": 4, "examples_per_second": 300.0}, {"jobs": 8, "examples_per_second": 310.0}]}))
+    (tmp_path / "calibration.json").write_text(json.dumps({"device": "cuda", "forward_rate": 40000.0,
+                                                          "process_start": 4.0, "warm_up": 12.0}))
+    gpu_lend = _module()
+    costs = gpu_lend.load_costs(tmp_path)
+    assert costs.forward_rate == 40000.0 and costs.speedup[4] == 3.0 and costs.basis["warm_up"] == "measured on cuda"
+    assert gpu_lend.jobs_and_speedup(costs, None) == (4, 3.0)  # the fewest jobs within 90% of the best
+    code, rows, text = _plan(capsys, shared_data, tmp_path)
+    assert code == 0 and rows["total"] <= 600
+    size = int(text.split("claims' training size: ")[1].split()[0])
+    assert size > 3000 and "4 jobs, speed-up 3.00x (probe (saturation.json))" in text
+    (tmp_path / "state.json").write_text(json.dumps({"protocol": "h200", "attack": "done", "saturation": "x",
+                                                     "jobs": 4, "train_size": 6000}))
+    code, rows, text = _plan(capsys, shared_data, tmp_path)  # a second lend: what is done costs nothing
+    assert rows["attack"] == 0 and rows["probe"] == 0 and "at 6000 sentences (0 done)" in text
+
+
+def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, *flags: str) -> str:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(SCRIPT), "--protocol", "tiny", "--backbone", str(tiny_backbone),
+                           "--data-dir", str(tiny_data), "--device", "cpu", "--out", str(tmp_path / "out"),
+                           "--cache-dir", str(tmp_path / "cache"), "--bundle", str(tmp_path / "bundle"), *flags],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_data, tiny_backbone):
+    out = tmp_path / "out"
+    first = _lend(tmp_path, tiny_data, tiny_backbone, "--steps", "attack,probe,claims")
+    assert "claims: 0 finished before, 2 ran, 0 failed" in first
+    for heading in ("## 1. Attack bench", "## 2. Concurrent training jobs", "## 3. Claims"):
+        assert heading in first and heading in (out / "summary.md").read_text()
+    assert "| fraction of the raw rate (target: 85%) |" in first and "claim verdict" in first
+    state = json.loads((out / "state.json").read_text())
+    assert state["attack"] == "done" and state["train_size"] == 64 and state["jobs"] in (1, 2)
+    saturation = json.loads((out / "saturation.json").read_text())
+    assert [r["jobs"] for r in saturation["rounds"]] == [1, 2] and saturation["saturating_jobs"] == state["jobs"]
+    calibration = json.loads((out / "calibration.json").read_text())
+    assert calibration["device"] == "cpu" and set(calibration["calibrations"]) == {"bert", "imbert"}
+    records = sorted((out / "runs").glob("*-advglue-*.json"))
+    assert len(records) == 2 and {json.loads(p.read_text())["spec"]["train_size"] for p in records} == {64}
+    assert sorted(p.name for p in (tmp_path / "bundle").iterdir()) == ["evidence-gpu.tar.gz", "summary.md"]
+    with tarfile.open(tmp_path / "bundle" / "evidence-gpu.tar.gz") as tar:
+        names = tar.getnames()
+    assert f"out/runs/{records[0].name}" in names and "out/state.json" in names
+    assert not any(n.endswith(".lock") for n in names)
+    stamps = {p: p.stat().st_mtime_ns for p in [*records, *(out / "bench").iterdir(), out / "saturation.json"]}
+
+    second = _lend(tmp_path, tiny_data, tiny_backbone)  # a second lend: only the extras are new
+    assert "claims: 2 finished before, 0 ran" in second and "extra: 0 finished before, 1 ran, 0 failed" in second
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing measured again
+    assert json.loads((out / "state.json").read_text())["runs"] == 2
+    assert "| freelb | 1 |" in (out / "summary.md").read_text()
+
+
+def test_jobs_still_running_at_the_deadline_are_stopped_and_the_rest_not_started(tmp_path):
+    gpu_lend = _module()
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    jobs = [gpu_lend.Job("quick", [sys.executable, "-c", "print('done')"]), gpu_lend.Job("slow", sleep),
+            gpu_lend.Job("queued", sleep)]
+    import time
+
+    start = time.monotonic()
+    gpu_lend.run_jobs(jobs, 1, start + 10, tmp_path / "logs")
+    assert time.monotonic() - start < 40
+    quick, slow, queued = jobs
+    assert quick.returncode == 0 and not quick.killed and (tmp_path / "logs" / "quick.log").read_text() == "done\n"
+    assert slow.killed and slow.returncode != 0
+    assert queued.started == 0 and queued.returncode is None  # never started: the next lend runs it
