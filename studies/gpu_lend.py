@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-H200_RUNS = REPO / "results" / "evidence-h200" / "runs"  # the committed H200 timings (one partial lend)
+H200_RESULTS = REPO / "results" / "evidence-h200"  # the committed H200 timings (one partial lend), packed
 H200_MLM = REPO / "results" / "evidence-h200" / "mlm-build.json"  # MiniLM training steps at batch 256 there
 GPU_GRID = REPO / "results" / "grid-gpu.toml"  # the GPU protocol: training values and model parameters
 CPU_CLAIMS = REPO / "results" / "reference" / "claims.json"
-CLAIMS_SCRIPT = REPO / "results" / "reference" / "claims.py"
+CLAIMS_SCRIPT = REPO / "studies" / "claims.py"
 STEPS = ("attack", "probe", "claims", "extra")
-IMBERT_CLAIM = ("IM-BERT, AdvGLUE-sst2, +8.3 points", 8.3)  # its paper (arXiv 2505.06889; results/reference/claims.py)
+IMBERT_CLAIM = ("IM-BERT, AdvGLUE-sst2, +8.3 points", 8.3)  # its paper (arXiv 2505.06889; studies/claims.py)
 
 # Allowances the plan uses until a lend has measured them (then <out>/calibration.json holds the measurement):
 PROCESS_START_S = 3.0  # a fresh Python importing torch, transformers and robench: 2.6 s of CPU time on the
@@ -138,18 +138,18 @@ def load_costs(out: Path) -> Costs:
     `<out>/calibration.json` and `<out>/saturation.json` where a lend wrote them."""
     rates: dict[str, float] = {}
     overhead: dict[str, float] = {}
-    for path in sorted(H200_RUNS.glob("*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
+    for line in (H200_RESULTS / "records.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
         model, t = record["spec"]["model"], record["timings"]
         if record["spec"]["train_size"] >= 4000:
             rates[model] = min(rates.get(model, math.inf), t["train_examples_per_second"])
         extra = t["train_stage_seconds"] - t["train_seconds"] + t["attack_seconds"]
         overhead[model] = max(overhead.get(model, 0.0), extra)
     if "bert" not in rates:
-        raise LendError(f"no committed H200 bert record in {H200_RUNS}")
+        raise LendError(f"no committed H200 bert record in {H200_RESULTS}/records.jsonl")
     mlm = json.loads(H200_MLM.read_text(encoding="utf-8"))
     forward = STEP_TO_FORWARD * mlm["config"]["batch_size"] / mlm["seconds_per_step"]
-    basis = {"train_rate": "H200 records (results/evidence-h200/runs)",
+    basis = {"train_rate": "H200 records (results/evidence-h200/records.jsonl)",
              "forward_rate": "a lower bound: 3 x the H200 MLM build's training rate",
              "process_start": "allowance", "warm_up": "allowance", "speedup": "none measured: 1x"}
     costs = Costs(rates, overhead, forward, PROCESS_START_S, WARM_UP_S, {1: 1.0}, basis)
@@ -791,7 +791,7 @@ def _mean_std(values: list[float]) -> str:
 
 
 def _claim_verdict(found: list) -> dict[int, str]:
-    """IM-BERT's claim (+8.3 points) judged as results/reference/claims.py judges the CPU records."""
+    """IM-BERT's claim (+8.3 points) judged as studies/claims.py judges the CPU records."""
     import importlib.util
 
     loader = importlib.util.spec_from_file_location("reference_claims", CLAIMS_SCRIPT)
