@@ -99,13 +99,13 @@ def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
 
 
 def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", console: Console | None = None,
-        force: bool = False, on_estimate: OnEstimate | None = None) -> RunRecord:
+        force: bool = False, on_estimate: OnEstimate | None = None, batch_size: int | None = None) -> RunRecord:
     """Run `spec` end to end and write its record; return the finished record if there is one.
 
     The run id is that of the resolved spec (with its data fingerprint). A second process running the same
     spec waits for the first, then returns its record. `on_estimate` receives the cost estimate of the
     remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
-    calibration to estimate from)."""
+    calibration to estimate from). `batch_size`: inputs per forward pass of a given checkpoint (default 64)."""
     settings = settings or resolve_settings()
     resolved = resolve_run(spec, settings)
     spec = resolved.spec
@@ -115,18 +115,18 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     with file_lock(store.lock_path, f"waiting for another process running {spec.run_id}"):
         if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
             return finished
-        return _run(resolved, store, device, console, force, on_estimate)
+        return _run(resolved, store, device, console, force, on_estimate, batch_size)
 
 
 def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console | None, force: bool,
-         on_estimate: OnEstimate | None) -> RunRecord:
+         on_estimate: OnEstimate | None, batch_size: int | None = None) -> RunRecord:
     torch_device = pick_device(device)
-    model = prepare_model(resolved, torch_device, console, on_estimate)
+    model = prepare_model(resolved, torch_device, console, on_estimate, batch_size)
     return attack(resolved, model, store, str(torch_device), console, force)
 
 
 def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None = None,
-                  on_estimate: OnEstimate | None = None) -> PreparedModel:
+                  on_estimate: OnEstimate | None = None, batch_size: int | None = None) -> PreparedModel:
     """The model `resolved` attacks, ready to query: fine-tuned (or its cached checkpoint) or the given one."""
     spec, settings = resolved.spec, resolved.settings
     start = time.perf_counter()
@@ -143,8 +143,9 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
                                "train_examples_per_second": trained.record["train_examples_per_second"]},
                               trained.record.get("train_examples"))
     else:
+        sized = {"batch_size": batch_size} if batch_size is not None else {}
         victim = load_victim(spec.checkpoint["location"], torch_device, label_order=resolved.label_order,
-                             max_length=spec.train.max_length, settings=settings)
+                             max_length=spec.train.max_length, settings=settings, **sized)
         model = PreparedModel(victim, dev_accuracy(resolved, victim), spec.checkpoint["location"])
     model.timings["train_stage_seconds"] = time.perf_counter() - start
     return model
