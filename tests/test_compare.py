@@ -19,8 +19,7 @@ def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval
     """A finished run whose per-example CSV has `statuses` (one per example) and whose metrics match them."""
     spec = RunSpec(task="sst2", model=model, attack=attack, seed=seed, eval_size=eval_size, eval_seed=eval_seed,
                    train=train, model_params=model_params or {}, attack_params=attack_params or {})
-    results = [ExampleResult(i, 1, "a b", "a c", 1, 1 if s == "failed" else 0, s, num_words=2)
-               for i, s in enumerate(statuses)]
+    results = [_result(i, s) for i, s in enumerate(statuses)]
     n = len(statuses)
     count = {s: list(statuses).count(s) for s in ("skipped", "failed", "successful")}
     attacked = count["failed"] + count["successful"]
@@ -38,6 +37,15 @@ def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval
                        metrics=metrics, timings={"train_seconds": 1.0}, checkpoint="", created=f"2026-01-01T00:0{seed}")
     RunStore(runs_dir, spec.run_id).finish(record, results)
     return record
+
+
+def _result(index: int, status: str) -> ExampleResult:
+    """Example `index` with `status`; labels alternate, so a model right on every example is above chance
+    (robench.runs.chance)."""
+    label = index % 2
+    before = label if status != "skipped" else 1 - label
+    after = label if status == "failed" else 1 - label
+    return ExampleResult(index, label, "a b", "a c", before, after, status, num_words=2)
 
 
 def statuses(n_failed, n_successful, n_skipped=0, rng=None):

@@ -18,10 +18,12 @@ def cmd_compare(args) -> None:
     from robench.report.compare import compare, group_settings
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
+    from robench.report.untrained import untrained_runs
 
     settings = settings_from_args(args)
     records = load_records(settings.runs_dir)
-    found = compare(group_settings(records.current), settings.runs_dir, args.baseline)
+    untrained = untrained_runs(records.current, settings.runs_dir, settings.data_dir)
+    found = compare(group_settings(records.current), settings.runs_dir, args.baseline, untrained)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
                         f"examples (95% t interval and p-value under crossed seed x example effects; Holm over the "
@@ -39,7 +41,7 @@ def cmd_compare(args) -> None:
         d = c.difference
         table.add_row(*(plain(v) for v in (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                            c.setting.spec["model"])),  # names from records: no markup, no controls
-                      " ".join(map(str, c.seeds)), str(c.examples),
+                      _seeds(c), str(c.examples),
                       _interval(d), _points(c.detectable), _p(c.p_value), _p(c.adjusted_p), c.verdict,
                       f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
     Console(width=200).print(table)
@@ -48,8 +50,16 @@ def cmd_compare(args) -> None:
     else:
         print(f"family: {family} comparisons with a p-value, Holm-adjusted together; p-values are closed-form "
               "(t distribution), so they carry no Monte-Carlo error and no verdict depends on a random seed")
+    for run_id, warning in sorted(untrained.items()):
+        print(f"warning: {run_id}: {warning}; its seed is left out of every comparison")
     if records.note:
         print(records.note)
+
+
+def _seeds(c) -> str:
+    """The matched seeds compared, and those left out because a checkpoint did not train."""
+    kept = " ".join(map(str, c.seeds))
+    return f"{kept} ({' '.join(map(str, c.excluded))} untrained)" if c.excluded else kept
 
 
 def _interval(d) -> str:

@@ -188,7 +188,17 @@ def summary_table(record) -> Table:
             continue
         text = f"{100 * value:.2f}%" if kind == "%" else str(value) if kind == "n" else f"{value:.2f}"
         table.add_row(label, text)
+    if warnings := untrained_warnings(record):
+        table.caption = plain("WARNING: the checkpoint " + "; ".join(warnings) + " (its accuracy under attack says "
+                              "nothing about robustness)")
     return table
+
+
+def untrained_warnings(record) -> list[str]:
+    """The record's failed chance checks (`robench.runs.chance`), as warnings."""
+    from robench.runs.chance import ChanceCheck, untrained
+
+    return [c.warning() for c in untrained([ChanceCheck.from_dict(d) for d in record.metrics.get("chance") or []])]
 
 
 def cmd_list(args) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord, read_examples
@@ -101,6 +101,7 @@ class Comparison:
     adjusted_p: float = float("nan")  # Holm over the family (`compare`)
     family: int = 0  # comparisons in the family
     detectable: float = float("nan")  # the difference found with 80% power at ALPHA (one comparison)
+    excluded: tuple[int, ...] = ()  # seeds left out: either model's checkpoint did not train (`untrained`)
 
     @property
     def verdict(self) -> str:
@@ -115,9 +116,12 @@ class Comparison:
         return self.verdict in (MORE_ROBUST, LESS_ROBUST)
 
 
-def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comparison]:
+def compare(settings: list[Setting], runs_dir: Path, baseline: str,
+            untrained: Mapping[str, str] | None = None) -> list[Comparison]:
     """Every non-baseline setting paired with each baseline setting that differs from it only in the model;
-    the family is every comparison returned that has a p-value, and each gets its Holm-adjusted p-value."""
+    the family is every comparison returned that has a p-value, and each gets its Holm-adjusted p-value.
+    A seed at which either model's checkpoint did not train (`untrained`: run id -> warning; by default
+    `robench.report.untrained.untrained_runs` of the settings' records) is left out of the pair."""
     bases: dict[str, list[Setting]] = {}
     for s in settings:
         if s.spec["model"] == baseline:
@@ -125,10 +129,14 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comp
     if not bases:
         models = sorted({s.spec["model"] for s in settings})
         raise RobenchError(f"no run records of the baseline model {baseline!r} (models with records: {models})")
+    if untrained is None:
+        from robench.report.untrained import untrained_runs
+
+        untrained = untrained_runs([r for s in settings for r in s.records], runs_dir)
     out = []
     for s in settings:
         if s.spec["model"] != baseline:
-            out += [c for b in bases.get(s.peer, []) if (c := paired(s, b, runs_dir)) is not None]
+            out += [c for b in bases.get(s.peer, []) if (c := paired(s, b, runs_dir, untrained)) is not None]
     return with_holm(out)
 
 
@@ -140,13 +148,16 @@ def with_holm(comparisons: list[Comparison]) -> list[Comparison]:
             for i, c in enumerate(comparisons)]
 
 
-def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison | None:
-    """`setting` against `baseline`, seed s with seed s, on the examples every matched seed of both attacked;
-    None if they share no seed and example."""
+def paired(setting: Setting, baseline: Setting, runs_dir: Path,
+           untrained: Mapping[str, str] | None = None) -> Comparison | None:
+    """`setting` against `baseline`, seed s with seed s, on the examples every matched seed of both attacked,
+    leaving out the seeds where either record is in `untrained`; None if they share no seed and example."""
     mine = {r.spec["seed"]: r for r in setting.records}
     theirs = {r.spec["seed"]: r for r in baseline.records}
+    matched = sorted(mine.keys() & theirs.keys())
+    excluded = tuple(s for s in matched if {mine[s].run_id, theirs[s].run_id} & set(untrained or {}))
     pairs = {}
-    for seed in sorted(mine.keys() & theirs.keys()):
+    for seed in (s for s in matched if s not in excluded):
         if _eval_hash(mine[seed]) != _eval_hash(theirs[seed]):
             raise RobenchError(f"runs {mine[seed].run_id} and {theirs[seed].run_id} share a setting but were "
                                "attacked on different examples (did the data change?); re-run one with --force")
@@ -161,9 +172,10 @@ def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison | 
         complete = codes[:, (codes != MISSING).all(axis=0)]
         value = float((complete - SAME).mean()) if complete.size else float("nan")
         nan = float("nan")
-        return Comparison(setting, baseline, tuple(pairs), complete.shape[1], Estimate(value, nan, nan), nan)
+        return Comparison(setting, baseline, tuple(pairs), complete.shape[1], Estimate(value, nan, nan), nan,
+                          excluded=excluded)
     return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value,
-                      detectable=detectable_difference(test.se, test.df))
+                      detectable=detectable_difference(test.se, test.df), excluded=excluded)
 
 
 def _eval_hash(record: RunRecord) -> str | None:

@@ -44,6 +44,7 @@ from robench.core.records import RunRecord, record_path
 from robench.report.leaderboard import (
     RANK_BY,
     REPLAYS,
+    UNTRAINED_NOTE,
     Records,
     format_difference,
     frame_of,
@@ -144,6 +145,7 @@ class BoardRow:
     runs: dict[tuple[str, str], list[tuple[int, str]]]  # attack variant -> (seed, run id)
     rank_value: float = float("nan")  # what the rank is by (the table's rank_accuracy)
     rank: int | None = None
+    untrained: str = ""  # the seeds whose checkpoint did not train (robench.runs.chance), e.g. "2 4"
     color: str = PALETTE[0]
     shape: str = SHAPES[0]
 
@@ -290,7 +292,8 @@ def _rows(runs: pd.DataFrame, board: pd.DataFrame, prefix: dict[tuple[str, str],
             clean=(_num(row["dev_accuracy_mean"]), _num(row["dev_accuracy_std"])),
             train_seconds=_num(row.get("train_seconds_mean")), attacks=attacks, worst=worst, certified=certified,
             validity=_validity(attacks), runs=runs_of, rank_value=_num(row["rank_accuracy"]),
-            rank=None if pd.isna(row["rank"]) else int(row["rank"])))
+            rank=None if pd.isna(row["rank"]) else int(row["rank"]),
+            untrained=row["untrained_seeds"] if isinstance(row.get("untrained_seeds"), str) else ""))
     return rows
 
 
@@ -496,6 +499,9 @@ def _model_cell(row: BoardRow, baseline: str | None) -> Markup:
         if baseline is not None and row.model == baseline else ""
     label = f'<span class="label">{escape(row.label)}</span>' if row.label else ""
     swatch = f'<span class="swatch" style="background:{row.color}"></span>'
+    if row.untrained:
+        seeds = ("seeds " if " " in row.untrained else "seed ") + row.untrained.replace(" ", ", ")
+        label += f' <span class="untrained" title="{escape(UNTRAINED_NOTE)}">⚠ {escape(seeds)} did not train</span>'
     return Markup(f'{swatch}<span class="name"><b title="{escape(full)}">{escape(row.model)}</b>{base} {label}</span>'
                   f'<details class="full"><summary title="the full resolved setting">setting</summary>'
                   f'<ul>{items}</ul></details>')

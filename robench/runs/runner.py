@@ -22,6 +22,7 @@ from robench.data.loading import load_split, subset_indices, texts_of
 from robench.engine.metrics import textattack_metrics
 from robench.engine.victim import BaseVictim, ModelFailure, accuracy
 from robench.engine.words import join_fields
+from robench.runs import chance
 from robench.runs.estimate import CostEstimate, estimate
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.spec import RunSpec
@@ -191,6 +192,7 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     _require_results(results)
     metrics = (recipe.summarize or _default_summary)(results, ctx, resolved.attack_params)
     metrics["dev_accuracy"] = model.dev_accuracy
+    metrics["chance"] = chance_checks(resolved, results, metrics)
     certify = getattr(model.victim, "certify", None)
     if callable(certify):  # a certified defence (SAFER): its certified-robust accuracy on the attacked examples
         metrics.update(certify(texts_of(eval_data, task), [int(y) for y in eval_data["label"]]))
@@ -223,6 +225,17 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     )
     store.finish(record, results)
     return record
+
+
+def chance_checks(resolved: ResolvedRun, results: list[ExampleResult], metrics: dict[str, Any]) -> list[dict]:
+    """The record's `metrics.chance`: dev and clean accuracy against their majority-class rates
+    (`robench.runs.chance`)."""
+    dev = load_split(resolved.task, "eval", resolved.settings.data_dir, resolved.spec.data_source)
+    checks = [chance.check("dev", metrics["dev_accuracy"], [int(y) for y in dev["label"]])]
+    if metrics.get("clean_accuracy") is not None:
+        labels = [r.label for r in results if r.status != "error"]
+        checks.append(chance.check("clean", metrics["clean_accuracy"], labels))
+    return [c.to_dict() for c in checks if c is not None]
 
 
 def validity_audit(results: list[ExampleResult], settings: Settings, attack_resources: dict[str, Any]
