@@ -1,6 +1,8 @@
 """`robench compare --baseline MODEL`: each model against the baseline at the same setting, paired."""
 from __future__ import annotations
 
+import dataclasses
+
 from rich.console import Console
 from rich.table import Table
 
@@ -11,16 +13,29 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="paired comparison of every model with a baseline model, per setting")
     p.add_argument("--baseline", default="bert", help="the baseline model (default: bert)")
     p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
+    from robench.cli.core import add_with_reference
+
+    add_with_reference(p)
     p.set_defaults(handler=cmd_compare)
 
 
 def cmd_compare(args) -> None:
+    import tempfile
+
+    from robench.cli.core import reference_view
+
+    with tempfile.TemporaryDirectory(prefix="robench-compare-") as scratch:
+        _compare(args, reference_view(args, settings_from_args(args), scratch) / "runs")
+
+
+def _compare(args, runs_dir) -> None:
     from robench.report.compare import compare, group_settings
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
     from robench.report.untrained import untrained_runs
 
     settings = settings_from_args(args)
+    settings = dataclasses.replace(settings, results_dir=runs_dir.parent)
     records = load_records(settings.runs_dir)
     untrained = untrained_runs(records.current, settings.runs_dir, settings.data_dir)
     found = compare(group_settings(records.current), settings.runs_dir, args.baseline, untrained)
@@ -50,6 +65,9 @@ def cmd_compare(args) -> None:
     else:
         print(f"family: {family} comparisons with a p-value, Holm-adjusted together; p-values are closed-form "
               "(t distribution), so they carry no Monte-Carlo error and no verdict depends on a random seed")
+        if any(c.single for c in found):
+            print("seeds \"1 vs ...\": one checkpoint of your own against the baseline's seeds on the same examples "
+                  "(is it inside their spread? docs/statistics.md, \"One checkpoint against the baseline's seeds\")")
     for run_id, warning in sorted(untrained.items()):
         print(f"warning: {run_id}: {warning}; its seed is left out of every comparison")
     if records.note:
@@ -59,6 +77,8 @@ def cmd_compare(args) -> None:
 def _seeds(c) -> str:
     """The matched seeds compared, and those left out because a checkpoint did not train."""
     kept = " ".join(map(str, c.seeds))
+    if c.single:  # one checkpoint of your own against the baseline's seeds (robench.report.single)
+        kept = f"1 vs {kept}"
     return f"{kept} ({' '.join(map(str, c.excluded))} untrained)" if c.excluded else kept
 
 

@@ -17,7 +17,8 @@ from typing import Iterable, Mapping
 
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord, read_examples
-from robench.report.identity import one_per_seed, peer_id, setting_id, setting_label
+from robench.report.identity import attack_setting_id, one_per_seed, peer_id, setting_id, setting_label
+from robench.report.single import single_arrays
 from robench.report.stats import (
     FAILED,
     INSUFFICIENT,
@@ -102,6 +103,7 @@ class Comparison:
     family: int = 0  # comparisons in the family
     detectable: float = float("nan")  # the difference found with 80% power at ALPHA (one comparison)
     excluded: tuple[int, ...] = ()  # seeds left out: either model's checkpoint did not train (`untrained`)
+    single: bool = False  # one given checkpoint against the baseline's seeds (`seeds`: the baseline's), `single`
 
     @property
     def verdict(self) -> str:
@@ -133,10 +135,18 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str,
         from robench.report.untrained import untrained_runs
 
         untrained = untrained_runs([r for s in settings for r in s.records], runs_dir)
+    by_attack: dict[str, list[Setting]] = {}
+    for b in (b for group in bases.values() for b in group):
+        by_attack.setdefault(attack_setting_id(b.records[0]), []).append(b)
     out = []
     for s in settings:
-        if s.spec["model"] != baseline:
-            out += [c for b in bases.get(s.peer, []) if (c := paired(s, b, runs_dir, untrained)) is not None]
+        if s.spec["model"] == baseline:
+            continue
+        if peers := bases.get(s.peer, []):
+            out += [c for b in peers if (c := paired(s, b, runs_dir, untrained)) is not None]
+        elif len(s.records) == 1 and s.spec.get("checkpoint") is not None:  # one checkpoint of your own
+            out += [c for b in by_attack.get(attack_setting_id(s.records[0]), [])
+                    if (c := single(s, b, runs_dir, untrained)) is not None]
     return with_holm(out)
 
 
@@ -176,6 +186,42 @@ def paired(setting: Setting, baseline: Setting, runs_dir: Path,
                           excluded=excluded)
     return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value,
                       detectable=detectable_difference(test.se, test.df), excluded=excluded)
+
+
+def single(setting: Setting, baseline: Setting, runs_dir: Path,
+           untrained: Mapping[str, str] | None = None) -> Comparison | None:
+    """`setting`'s one checkpoint against every trained seed of `baseline` attacked alike, on the examples all of
+    them have (`robench.report.single`); None without two such seeds and two such examples."""
+    (mine,) = setting.records
+    bad = set(untrained or {})
+    theirs = [r for r in baseline.records if r.run_id not in bad]
+    for other in theirs:
+        if _eval_hash(other) != _eval_hash(mine):
+            raise RobenchError(f"runs {mine.run_id} and {other.run_id} share an attack setting but were attacked on "
+                               "different examples (did the data change?); re-run the first with --force")
+    excluded = tuple(r.spec["seed"] for r in baseline.records if r.run_id in bad)
+    if mine.run_id in bad or len(theirs) < 2:
+        nan = float("nan")
+        return Comparison(setting, baseline, tuple(r.spec["seed"] for r in theirs), 0, Estimate(nan, nan, nan), nan,
+                          excluded=excluded + ((mine.spec["seed"],) if mine.run_id in bad else ()), single=True)
+    _same_texts(runs_dir, mine, theirs[0])
+    codes = outcome_matrix([outcomes(runs_dir, r) for r in (mine, *theirs)])
+    complete = codes[:, (codes != MISSING).all(axis=0)] == FAILED  # correct under attack
+    if complete.shape[1] < 2:
+        return None
+    value, low, high, se, df, p = (float(x) for x in single_arrays(complete[0], complete[1:]))
+    return Comparison(setting, baseline, tuple(r.spec["seed"] for r in theirs), complete.shape[1],
+                      Estimate(value, low, high), p, detectable=detectable_difference(se, df), excluded=excluded,
+                      single=True)
+
+
+def _same_texts(runs_dir: Path, mine: RunRecord, theirs: RunRecord) -> None:
+    """The two runs attacked the same texts at the same indices (else a clear error)."""
+    texts = {r.index: r.original_text for r in read_examples(runs_dir, theirs.run_id)}
+    for r in read_examples(runs_dir, mine.run_id):
+        if r.index in texts and texts[r.index] != r.original_text:
+            raise RobenchError(f"runs {mine.run_id} and {theirs.run_id} share an attack setting but example "
+                               f"{r.index} differs: they were not attacked on the same examples")
 
 
 def _eval_hash(record: RunRecord) -> str | None:

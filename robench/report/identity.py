@@ -58,6 +58,16 @@ def peer_id(record: RunRecord) -> str:
     return content_hash(setting)
 
 
+def attack_setting_id(record: RunRecord) -> str:
+    """The attack setting alone: task, data, attack and its resolved parameters, eval size and seed. Runs with
+    equal ids were attacked alike on the same examples, whatever the model and however it was trained (a
+    checkpoint of your own against the reference's baseline: `robench.report.compare.single`)."""
+    setting = setting_of(record)
+    keys = ("task", "task_source", "data_source", *ATTACK_KEYS)
+    return content_hash({"spec": {k: setting["spec"].get(k) for k in keys if k != "attack_params"},
+                         "attack_params": setting["attack_params"]})
+
+
 def model_setting_id(spec: dict[str, Any], model_params: dict[str, Any] | None = None,
                      train_data: str | None = None) -> str:
     """The model setting of a run or analysis spec: the spec's checkpoint-determining keys, `model_params`

@@ -495,14 +495,17 @@ def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
     return table.merge(extra, on=ANALYSIS_KEYS, how="left")
 
 
-def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None,
-                      baseline: str | None = None) -> tuple[pd.DataFrame, Path, Path]:
+def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None, baseline: str | None = None,
+                      output: Path | None = None) -> tuple[pd.DataFrame, Path, Path]:
     """Write `<results_dir>/leaderboard.{csv,md}` (one row per checkpoint) and `settings.{csv,md}` (one row per
     setting) from `<results_dir>/runs`, and `worstcase.{json,md}`; return the checkpoint table and the paths of
     `leaderboard.csv` and `leaderboard.md`. `analyses`: `robench.analysis.analysis_frame`'s rows, joined to both
-    tables on the checkpoint (`leaderboard --with-analysis`)."""
+    tables on the checkpoint (`leaderboard --with-analysis`). `output`: the folder written to instead of
+    `results_dir` (`leaderboard --output DIR`)."""
     records = load_records(results_dir / "runs")
-    tables = leaderboard_tables(records, baseline, write_worst_case(results_dir, records.current))
+    results_dir = Path(output) if output is not None else results_dir
+    results_dir.mkdir(parents=True, exist_ok=True)
+    tables = leaderboard_tables(records, baseline, write_worst_case(results_dir, records.current, records.runs_dir))
     checkpoints, settings = tables.checkpoints, tables.settings
     if analyses is not None:
         checkpoints, settings = with_analysis(checkpoints, analyses), with_analysis(settings, analyses)

@@ -168,15 +168,17 @@ class Section:
 
 
 def write_html(results_dir: Path, path: str | Path, baseline: str | None = None,
-               table: pd.DataFrame | None = None) -> Path:
-    """Write the page for `<results_dir>/runs` to `path`, and beside it `runs/<run_id>.html`, the page of each
-    included run with per-example results (`robench.report.run_page`); links are relative to the pages.
-    `table`: the checkpoint table already computed for `leaderboard.csv` (with this `baseline`), if any."""
+               table: pd.DataFrame | None = None, run_pages: bool = True) -> Path:
+    """Write the page for `<results_dir>/runs` to `path`, and with `run_pages` beside it `runs/<run_id>.html`, the
+    page of each included run with per-example results (`robench.report.run_page`; without, a seed links to its
+    record); links are relative to the pages. `table`: the checkpoint table already computed for
+    `leaderboard.csv` (with this `baseline`), if any."""
     runs_dir = Path(results_dir) / "runs"
     records = load_records(runs_dir)
     page = Path(path).resolve()
-    run_pages = write_run_pages(runs_dir, [rec.run_id for rec in records.current], page.parent / "runs", back=page)
-    atomic_write(page, render(records, page.parent, baseline, run_pages, table))
+    pages = write_run_pages(runs_dir, [rec.run_id for rec in records.current], page.parent / "runs", back=page) \
+        if run_pages else {}
+    atomic_write(page, render(records, page.parent, baseline, pages, table))
     return page
 
 

@@ -278,12 +278,13 @@ def markdown(cases: list[WorstCase]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_worst_case(results_dir: Path, records: list[RunRecord] | None = None) -> list[WorstCase]:
+def write_worst_case(results_dir: Path, records: list[RunRecord] | None = None,
+                     runs_dir: Path | None = None) -> list[WorstCase]:
     """`results/worstcase.{json,md}`: one entry per trained model (model setting and training seed); `records` as
-    for `worst_cases`."""
+    for `worst_cases`, from `runs_dir` (default: `results_dir`/runs)."""
     import json
 
-    cases = worst_cases(results_dir / "runs", records)
+    cases = worst_cases(runs_dir or results_dir / "runs", records)
     atomic_write(results_dir / "worstcase.json", json.dumps([c.summary() for c in cases], indent=2))
     atomic_write(results_dir / "worstcase.md", markdown(cases))
     return cases
