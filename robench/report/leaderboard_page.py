@@ -245,25 +245,38 @@ def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[s
                               "other's intervals are not distinguishable"),
                Column("Model", "defence, and what its setting differs in from the defaults and from the other "
                                "rows (hover the name, or open “setting”, for the full resolved setting)", "text"),
-               Column("Clean", "accuracy on the task's whole dev split, mean ± std over seeds (%)")]
+               Column("Clean", "correct out of the task's whole dev split, mean ± std over seeds (%)")]
     versus = f"; ▲ / ▼ / ≈: the verdict of the paired comparison with {baseline}" if baseline else ""
+    counts = {v: _examples_of(rows, v) for v in variants}
     for v in variants:
-        audit = "; then the share of its swaps that are listed synonyms or inflections, and antonyms " \
-                "(validity audit)" if v in validity else ""
-        columns.append(Column(names[v], f"accuracy under {names[v]}, mean [95% interval over seeds and "
-                                        f"examples] (%){versus}{audit}; links: each seed's run page"))
-    columns.append(Column("Worst case", "accuracy when an example counts only if no word-level attack broke it "
-                                        "(robench.report.worstcase), mean over seeds [95% interval], or ± std; "
-                                        "⚑: masking flags"))
+        audit = "; valid: the share of the attack's word swaps that are listed synonyms or inflections, ant.: " \
+                "antonyms, both out of every swap it made (validity audit)" if v in validity else ""
+        columns.append(Column(names[v], f"correct under {names[v]} out of the {counts[v]} examples it attacked "
+                                        "per seed (an example wrong before the attack counts as broken), mean [95% "
+                                        f"interval over seeds and examples] (%){versus}{audit}; s0, s1, …: each "
+                                        "seed's run"))
+    columns.append(Column("Worst case", "correct under every word-level attack, out of the examples they all "
+                                        "attacked (robench.report.worstcase), mean over seeds [95% interval], or "
+                                        "± std; ⚑: masking flags"))
     if certified:
-        columns.append(Column("Certified", "certified accuracy: examples whose prediction provably holds under "
-                                           "the defence's perturbation set, mean over seeds (%)"))
+        columns.append(Column("Certified", "examples whose prediction provably holds under the defence's "
+                                           "perturbation set, out of the attacked examples, mean over seeds (%)"))
+    shown = " / ".join(dict.fromkeys(str(counts[v]) for v in variants))
     columns += [Column("Seeds", "training seeds aggregated"),
-                Column("Examples", "attacked examples per seed, per attack in column order")]
+                Column("Examples", f"examples attacked per seed, per attack in column order ({shown}: "
+                                   + ", ".join(f"{names[v]} {counts[v]}" for v in variants)
+                                   + "): the denominator of each attack's accuracy")]
     cells = [_cells(row, variants, names, baseline, certified, runs_dir, page_dir, run_pages) for row in rows]
     return Section(task=task, slug=_slug(task), shared=shared, rank_by=rank_by, baseline=baseline,
                    columns=columns, rows=cells, scatter=scatter_plot(task, rows, rank_by),
                    dots=[dot_plot(task, rows, v, names[v], baseline) for v in variants])
+
+
+def _examples_of(rows: list[BoardRow], variant: tuple[str, str]) -> str:
+    """The examples `variant` attacked per seed ("148"; "100-300" where rows differ; "?" without a count)."""
+    counts = sorted({int(r.attacks[variant]["examples"]) for r in rows if variant in r.attacks
+                     and pd.notna(r.attacks[variant].get("examples"))})
+    return "?" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
 def _attack_names(variants: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -499,7 +512,7 @@ def _model_cell(row: BoardRow, baseline: str | None) -> Markup:
     items = "".join(f"<li><b>{escape(k)}</b> {escape(v)}</li>" for k, v in row.full)
     base = ' <span class="base" title="the baseline of the verdicts">baseline</span>' \
         if baseline is not None and row.model == baseline else ""
-    label = f'<span class="label">{escape(row.label)}</span>' if row.label else ""
+    label = f'<span class="label" title="{escape(row.label)}">{escape(row.label)}</span>' if row.label else ""
     swatch = f'<span class="swatch" style="background:{row.color}"></span>'
     if row.untrained:
         seeds = ("seeds " if " " in row.untrained else "seed ") + row.untrained.replace(" ", ", ")
