@@ -738,8 +738,10 @@ def scatter_plot(task: str, rows: list[BoardRow], rank_by: str) -> Plot:
             lines.append(Line(px, frame.py(min(y_span[1], y_hi)), px, frame.py(max(y_span[0], y_lo)), "whisker"))
         tip = f"#{r.rank} {r.name}: clean {_pct(x)}%, {'worst case' if worst else 'lowest'} {_pct(y)}%"
         marks.append(Mark(px, py, r.color, r.shape, tip))
-    texts += place_labels([(m.x, m.y, f"{r.model} {r.label}".strip(), str(r.rank or "")) for m, (r, *_)
-                           in zip(marks, points)], (frame.left, frame.top, frame.right, frame.bottom), texts)
+    whiskers = [(min(w.x1, w.x2) - 1, min(w.y1, w.y2) - 1, max(w.x1, w.x2) + 1, max(w.y1, w.y2) + 1)
+                for w in lines if w.cls == "whisker"]
+    texts += place_labels([(m.x, m.y, f"{r.model} {r.label}".strip(), r.model) for m, (r, *_) in zip(marks, points)],
+                          (frame.left, frame.top, frame.right, frame.bottom), texts, whiskers)
     legend = [(r.color, r.shape, f"#{r.rank or '–'} {r.name}") for r in rows]
     return Plot(f"scatter-{_slug(task)}", "scatter", g["W"], g["H"], lines, marks, texts, legend)
 
@@ -750,16 +752,18 @@ def _lowest_interval(row: BoardRow) -> tuple[float, float] | None:
 
 
 def place_labels(points: list[tuple[float, float, str, str]], area: tuple[float, float, float, float],
-                 fixed: Iterable[Text] = ()) -> list[Text]:
-    """Labels for points (x, y, text, short text) that overlap no other label, no point and no `fixed` text,
-    inside `area`: each tries positions around its point, nearest first, with its text and then its short
-    text; a point whose labels all collide gets none (the legend names it)."""
+                 fixed: Iterable[Text] = (), obstacles: Iterable[tuple[float, float, float, float]] = ()
+                 ) -> list[Text]:
+    """Labels for points (x, y, text, short text) that overlap no other label, no point, no `fixed` text and
+    none of the `obstacles` (boxes: the whiskers), inside `area`: each tries positions around its point, nearest
+    first, with its text and then its short text; a point whose labels all collide gets none (the legend names
+    it)."""
     marks = [(x - 6, y - 6, x + 6, y + 6) for x, y, _, _ in points]
-    taken = [text_box(t) for t in fixed]
+    taken = [text_box(t) for t in fixed] + list(obstacles)
     placed: list[Text] = []
     offsets = [(8, 4, "start"), (-8, 4, "end"), (0, -9, "middle"), (0, 17, "middle"), (8, -6, "start"),
                (-8, -6, "end"), (8, 14, "start"), (-8, 14, "end")]
-    offsets += [(dx * 2, dy * 2 - (4 if dy > 0 else 0), a) for dx, dy, a in offsets[:4]]
+    offsets += [(dx * k, dy * k - (4 * (k - 1) if dy > 0 else 0), a) for k in (2, 3) for dx, dy, a in offsets[:8]]
     order = sorted(range(len(points)), key=lambda i: (points[i][1], points[i][0]))
     for i in order:
         x, y, text, short = points[i]
