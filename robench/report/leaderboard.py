@@ -14,7 +14,8 @@ Two tables, written by one call (`write_leaderboard`):
 without a value or while some attack setting of its task has no result for it), `rank_by`
 (`worst_case_accuracy`, or `lowest_robust_accuracy` where some complete checkpoint of the task has no worst
 case), `rank_accuracy` (the value ranked by), `model`, `model_label` (what its setting differs in from the
-defaults), `backbone`, `train_size`, `seeds` (training seeds over all its runs),
+defaults), `backbone`, `train_size`, `seeds` (training seeds over all its runs), `untrained_seeds` (those
+whose checkpoint did not train, `robench.runs.chance`; the column only when some did; also in `settings.csv`),
 `dev_accuracy_{mean,std}` (the whole dev split, over those seeds; no interval: records keep no per-example
 dev predictions), `train_seconds_{mean,std}`, `worst_case_accuracy_{mean,std,ci_low,ci_high}` and
 `masking_flags` (`robench.report.worstcase`), `certified_accuracy_*` (defences with a certificate, from its
