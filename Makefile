@@ -46,7 +46,7 @@ test: setup test-deps
 REFERENCES := reference reference-lowres reference-qnli
 reference: | setup
 	for name in $(REFERENCES); do \
-	  $(BIN)/robench leaderboard --results-dir results/$$name --baseline bert --html results/$$name/leaderboard.html \
+	  $(BIN)/robench leaderboard --results-dir results/$$name --baseline bert --html results/$$name/leaderboard.html --run-pages \
 	    >/dev/null && \
 	  $(BIN)/robench compare --results-dir results/$$name --baseline bert > results/$$name/compare.txt || exit 1; \
 	done

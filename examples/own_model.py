@@ -6,7 +6,7 @@
    tests/data/reviews.csv) and attacks it with TextFooler (`robench.run`, like `robench run --task FILE`).
 2. The checkpoint that wrote, attacked again by path (`robench.evaluate(path)`, like `robench run
    --checkpoint PATH`), then the same weights loaded in memory (`robench.evaluate(model, tokenizer)`):
-   all three give the same numbers.
+   all three give the same numbers, and the last two are one run (one identity per set of weights).
 3. A plain function `list[str] -> logits` (keyword rules), named because robench cannot hash a function.
 
 Records go to `--results-dir` (default results/example); `robench show RUN_ID --results-dir ...` prints a

@@ -54,8 +54,11 @@ def _spec_and_args(spec: RunSpec | None, settings: Settings | None, kwargs: dict
     return spec, run_args
 
 
-def evaluate(model, tokenizer=None, **kwargs):
-    """Attack a model you already have (checkpoint, PreTrainedModel or function). See `robench.runs.evaluate`."""
-    from robench.runs.evaluate import evaluate as _evaluate
+def __getattr__(name: str):
+    """`robench.evaluate` is `robench.runs.evaluate.evaluate` itself (its signature and docs in `help`), imported on
+    first use so that `import robench` stays light."""
+    if name == "evaluate":
+        from robench.runs.evaluate import evaluate
 
-    return _evaluate(model, tokenizer, **kwargs)
+        return evaluate
+    raise AttributeError(f"module 'robench' has no attribute {name!r}")

@@ -28,8 +28,7 @@ def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval
     """A finished run whose per-example CSV has `statuses` (one per example) and whose metrics match them."""
     spec = RunSpec(task="sst2", model=model, attack=attack, seed=seed, eval_size=eval_size, eval_seed=eval_seed,
                    train=train, model_params=model_params or {}, attack_params=attack_params or {})
-    results = [ExampleResult(i, 1, "a b", "a c", 1, 1 if s == "failed" else 0, s, num_words=2)
-               for i, s in enumerate(statuses)]
+    results = [_result(i, s) for i, s in enumerate(statuses)]
     n = len(statuses)
     count = {s: list(statuses).count(s) for s in ("skipped", "failed", "successful")}
     attacked = count["failed"] + count["successful"]
@@ -47,6 +46,15 @@ def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval
                        metrics=metrics, timings={"train_seconds": 1.0}, checkpoint="", created=f"2026-01-01T00:0{seed}")
     RunStore(runs_dir, spec.run_id).finish(record, results)
     return record
+
+
+def _result(index: int, status: str) -> ExampleResult:
+    """Example `index` with `status`; labels alternate, so a model right on every example is above chance
+    (robench.runs.chance)."""
+    label = index % 2
+    before = label if status != "skipped" else 1 - label
+    after = label if status == "failed" else 1 - label
+    return ExampleResult(index, label, "a b", "a c", before, after, status, num_words=2)
 
 
 def statuses(n_failed, n_successful, n_skipped=0, rng=None):
@@ -147,7 +155,8 @@ def test_one_example_is_too_few_examples_not_insufficient_seeds(tmp_path):
     for seed in range(5):
         fake_run(tmp_path, ["failed"], model="bert", seed=seed, eval_size=1)
         fake_run(tmp_path, ["successful"], model="imbert", seed=seed, eval_size=1)
-    [one] = compare(group_settings(iter_records(tmp_path)), tmp_path, "bert")
+    # one example cannot show a checkpoint above chance (test_chance.py); the label is what is tested here
+    [one] = compare(group_settings(iter_records(tmp_path)), tmp_path, "bert", untrained={})
     assert one.verdict == TOO_FEW_EXAMPLES and one.examples == 1 and len(one.seeds) == 5
     assert one.difference.value == -1.0 and math.isnan(one.p_value) and math.isnan(one.detectable)
 

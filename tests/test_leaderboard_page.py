@@ -28,7 +28,7 @@ CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1500,1900"]
-SIZES = [(1280, 800), (1920, 1080)]
+SIZES = [(390, 844), (1280, 800), (1920, 1080)]  # a phone, a laptop, a desktop
 N = 40  # attacked examples per run
 
 # sst2: eight model settings crowded together (clean 80-83%, worst case 30-44%), so that the scatter's labels must
@@ -41,10 +41,13 @@ SST2 = {("bert", ()): (0.810, {"advglue": 16, "textfooler": 14, "bert-attack": 1
         ("imbert", (("im_layers", (0, 1, 2)),)): (0.812, {"advglue": 20, "textfooler": 18, "bert-attack": 17}),
         ("imbert", (("im_layers", (0,)),)): (0.808, {"advglue": 15, "textfooler": 13, "bert-attack": 14}),
         ("imbert", (("im_steps", 3),)): (0.818, {"advglue": 16, "textfooler": 12, "bert-attack": 12}),
-        ("imbert", (("im_gamma", 0.02),)): (0.802, {"advglue": 14, "textfooler": 16, "bert-attack": 11})}
-RTE = {("bert", ()): (0.62, {"advglue": 10, "textfooler": 8}),
-       ("freelb", ()): (0.64, {"advglue": 12, "textfooler": 11}),
-       ("imbert", ()): (0.60, {"advglue": 11, "textfooler": 9})}
+        ("imbert", (("im_gamma", 0.02),)): (0.802, {"advglue": 14, "textfooler": 16, "bert-attack": 11}),
+        ("a2t", (("a2t_attack", "textfooler"), ("a2t_k", 50), ("a2t_min_cos", -1), ("a2t_max_rate", 0.3),
+                 ("a2t_min_words", 0), ("a2t_query_budget", 1000))):  # a long setting: its cell must collapse
+        (0.800, {"advglue": 15, "textfooler": 13, "bert-attack": 12})}
+RTE = {("bert", ()): (0.66, {"advglue": 10, "textfooler": 8}),  # trained: 5+ points above RTE's majority class
+       ("freelb", ()): (0.68, {"advglue": 12, "textfooler": 11}),  # (robench.runs.chance)
+       ("imbert", ()): (0.65, {"advglue": 11, "textfooler": 9})}
 
 
 def _require_chromium() -> None:
@@ -77,9 +80,10 @@ def _write_run(runs_dir: Path, task: str, model: str, params: dict, attack: str,
     spec = RunSpec(task=task, model=model, attack=attack, seed=seed, train_size=500, eval_size=N,
                    model_params=params)
     statuses = ["failed"] * kept + ["successful"] * (N - kept)
-    results = [ExampleResult(i, 1, f"example {i} text", f"example {i} text" if s == "failed" else f"changed {i} text",
-                             1, 1 if s == "failed" else 0, s, 3 * (i + 1), 3, 0 if s == "failed" else 1)
-               for i, s in enumerate(statuses)]
+    results = [ExampleResult(i, i % 2, f"example {i} text", f"example {i} text" if s == "failed" else
+                             f"changed {i} text", i % 2, i % 2 if s == "failed" else 1 - i % 2, s, 3 * (i + 1), 3,
+                             0 if s == "failed" else 1)
+               for i, s in enumerate(statuses)]  # labels alternate: a model right on all of them trained
     metrics = {"examples": N, "dev_accuracy": dev, "clean_accuracy": 1.0, "robust_accuracy": kept / N,
                "attack_success_rate": (N - kept) / N, "avg_queries": None if attack == "advglue" else 30.0 + kept}
     from robench.engine.audit import AUDIT_FORMAT
@@ -132,6 +136,10 @@ return Array.from(svg.querySelectorAll("text")).map(function (t) {
 """
 
 
+MARK_BOXES = TEXT_BOXES.replace('querySelectorAll("text")', 'querySelectorAll(".mark, line.whisker")') \
+    .replace("t.textContent", "t.getAttribute('class')")
+
+
 def _set_viewport(driver, width: int, height: int) -> None:
     """The exact viewport, through Chrome's device-metrics override: resizing the window instead depends on the
     headless screen and on when the resize lands (under load a 1920 x 1080 viewport came out 1920 x 937)."""
@@ -145,7 +153,7 @@ def _column(table, header: str) -> list[str]:
     index = headers.index(header)
     cells = [row.find_elements("css selector", "td")[index] for row in table.find_elements("css selector", "tbody tr")]
     if header == "Model":  # the model and its short label, without the expandable full setting
-        return [cell.find_element("css selector", ".name").text.strip() for cell in cells]
+        return [" ".join(cell.find_element("css selector", ".name").text.split()) for cell in cells]
     return [cell.text.split("\n")[0] for cell in cells]
 
 
@@ -158,13 +166,23 @@ def _header(table, text: str):
     return next(th for th in table.find_elements("css selector", "thead th") if th.text.strip(" ▲▼") == text)
 
 
-def _check_layout(driver, shots: Path, name: str) -> None:
-    """No horizontal overflow of the body or of a table; no two text labels of any visible plot intersect."""
+def _check_layout(driver, shots: Path, name: str, width: int) -> None:
+    """No horizontal overflow of the body; a table overflows nowhere at 1280 px and wider, and on a phone scrolls
+    inside its own box; every model cell stays within four lines (long settings collapse); the intro is at most
+    two lines; no two text labels of any visible plot intersect."""
     body = driver.execute_script("return [document.body.scrollWidth, document.body.clientWidth, "
                                  "document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert body[0] <= body[1] and body[2] <= body[3], f"{name}: horizontal overflow {body}"
     for wrap in driver.find_elements("css selector", "section.task:not([hidden]) .table-wrap"):
-        assert driver.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", wrap), name
+        fits = driver.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", wrap)
+        scrolls = driver.execute_script("return getComputedStyle(arguments[0]).overflowX", wrap) == "auto"
+        assert fits if width >= 1280 else scrolls, name
+    line = driver.execute_script("return parseFloat(getComputedStyle(document.body).lineHeight)")
+    for cell in driver.find_elements("css selector", "section.task:not([hidden]) table.board td.text"):
+        assert cell.size["height"] <= 4.5 * line, f"{name}: a model cell of {cell.size['height']} px: {cell.text!r}"
+    if width >= 1280:
+        intro = driver.find_element("css selector", "header p.note")
+        assert intro.size["height"] <= 2.5 * line, f"{name}: the intro takes {intro.size['height']} px"
     svgs = driver.find_elements("css selector", "section.task:not([hidden]) svg.plot")
     assert svgs
     for svg in svgs:
@@ -174,6 +192,12 @@ def _check_layout(driver, shots: Path, name: str) -> None:
             overlap = min(a[2], b[2]) - max(a[0], b[0]), min(a[3], b[3]) - max(a[1], b[1])
             assert overlap[0] <= 0.5 or overlap[1] <= 0.5, \
                 f"{name}: labels {a[4]!r} and {b[4]!r} intersect in {svg.get_attribute('id')}"
+        if "scatter" in svg.get_attribute("class"):  # a point's label crosses no point and no whisker
+            labels = [b for b, t in zip(boxes, svg.find_elements("css selector", "text"))
+                      if t.get_attribute("class") == "pt"]
+            for a, b in itertools.product(labels, driver.execute_script(MARK_BOXES, svg)):
+                overlap = min(a[2], b[2]) - max(a[0], b[0]), min(a[3], b[3]) - max(a[1], b[1])
+                assert overlap[0] < 0 or overlap[1] < 0, f"{name}: label {a[4]!r} crosses a {b[4]}"
     assert driver.save_screenshot(str(shots / f"{name}.png"))
 
 
@@ -183,7 +207,7 @@ def test_leaderboard_page_in_headless_chromium(tmp_path, browser):
     records = _write_records(tmp_path / "results" / "runs")
     page = tmp_path / "site" / "leaderboard.html"
     assert main(["leaderboard", "--results-dir", str(tmp_path / "results"), "--html", str(page),
-                 "--baseline", "bert"]) == 0
+                 "--baseline", "bert", "--run-pages"]) == 0
     html = page.read_text()
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in html
     shots = tmp_path / "screenshots"
@@ -228,7 +252,7 @@ def test_leaderboard_page_in_headless_chromium(tmp_path, browser):
         browser.get(page.as_uri())
         for i, task in enumerate(("rte", "sst2")):
             browser.find_elements("css selector", "#tasks button")[i].click()
-            _check_layout(browser, shots, f"leaderboard-{task}-{width}x{height}")
+            _check_layout(browser, shots, f"leaderboard-{task}-{width}x{height}", width)
     print(f"screenshots: {shots}")
 
     browser.find_elements("css selector", "#tasks button")[0].click()
@@ -259,6 +283,27 @@ def test_leaderboard_page_in_headless_chromium(tmp_path, browser):
             assert browser.find_element("css selector", "p.back a").get_attribute("href").endswith("leaderboard.html")
             browser.back()
             browser.find_elements("css selector", "#tasks button")[button].click()
+
+
+def test_output_writes_outside_the_results_directory_and_run_pages_only_when_asked(tmp_path):
+    from robench.cli import main
+
+    results = tmp_path / "results"
+    _write_records(results / "runs")
+    before = sorted(p.name for p in results.rglob("*"))
+    out = tmp_path / "site"
+    assert main(["leaderboard", "--results-dir", str(results), "--output", str(out), "--html",
+                 str(out / "board.html"), "--baseline", "bert"]) == 0
+    assert sorted(p.name for p in results.rglob("*")) == before  # nothing written into the results directory
+    assert {p.name for p in out.iterdir()} >= {"leaderboard.csv", "leaderboard.md", "settings.csv", "settings.md",
+                                               "worstcase.json", "board.html"}
+    page = (out / "board.html").read_text()
+    assert not (out / "runs").exists() and ".json" in page  # a seed links its record, not a run page
+    assert "What each column counts" in page and "the denominator of each attack&#x27;s accuracy" in page
+    assert main(["leaderboard", "--results-dir", str(results), "--output", str(out), "--html",
+                 str(out / "board.html"), "--run-pages"]) == 0
+    assert len(list((out / "runs").glob("*.html"))) == len(list((results / "runs").glob("*.json")))
+    assert main(["leaderboard", "--results-dir", str(results), "--run-pages"]) == 2  # needs --html
 
 
 def test_scatter_labels_never_collide_even_when_every_point_is_in_one_spot():

@@ -73,7 +73,7 @@ def test_checkpoint_saved_with_save_pretrained_is_attacked_without_training(caps
                           "--eval-size", 8, *where)
     assert code == 0, err
     record = _record(settings, out)
-    sha = record["spec"]["checkpoint"]["sha256"]
+    sha = record["spec"]["checkpoint"]["weights_sha256"]
     assert record["spec"]["model"] == f"checkpoint:my-model@{sha[:8]}" and len(sha) == 64
     assert record["resources"]["model"]["label_order"] == [0, 1] and record["timings"]["train_seconds"] is None
     assert record["hyperparameters"]["train"] == {"max_length": 128}
@@ -270,23 +270,69 @@ def test_column_flags_need_a_file_task(capsys, where):
 
 # --- robench.evaluate -----------------------------------------------------------------
 
-def test_evaluate_an_in_memory_model_matches_its_saved_checkpoint(settings, tiny_backbone, tmp_path):
+def test_the_same_weights_by_path_in_memory_and_on_the_cli_are_one_run_and_one_row(capsys, settings, where,
+                                                                                    tiny_backbone, tmp_path):
+    """One identity per set of weights: `--checkpoint DIR`, `robench.evaluate(DIR)` and
+    `robench.evaluate(model, tokenizer)` give one run id and one leaderboard row, whatever the folder's name."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     ckpt = save_classifier(tiny_backbone, tmp_path / "saved", {0: "negative", 1: "positive"})
     model = AutoModelForSequenceClassification.from_pretrained(ckpt)
     tokenizer = AutoTokenizer.from_pretrained(ckpt)
-    record = robench.evaluate(model, tokenizer, task="sst2", attack="advglue", eval_size=8, settings=settings,
-                              device="cpu")
-    sha = record.spec["checkpoint"]["sha256"]
-    assert record.spec["model"] == f"module:saved@{sha[:8]}" and (settings.runs_dir / f"{record.run_id}.json").is_file()
-    saved = robench.evaluate(str(ckpt), task="sst2", attack="advglue", eval_size=8, settings=settings, device="cpu")
-    assert saved.metrics == record.metrics and saved.run_id != record.run_id
+    common = dict(task="sst2", attack="advglue", eval_size=8, settings=settings, device="cpu")
+    record = robench.evaluate(model, tokenizer, **common)
+    sha = record.spec["checkpoint"]["weights_sha256"]
+    assert record.spec["model"] == f"checkpoint:saved@{sha[:8]}"
+    assert (settings.runs_dir / f"{record.run_id}.json").is_file()
+    assert record.run_id.startswith(f"sst2-weights_{sha[:8]}-advglue-s0-")
+    saved = robench.evaluate(str(ckpt), **common)
+    assert saved.run_id == record.run_id and saved.created == record.created  # the finished record, not a re-run
+    shutil.copytree(ckpt, tmp_path / "renamed")  # the same weights in another folder, on the command line
+    code, out, err = _cli(capsys, "run", "--checkpoint", tmp_path / "renamed", "--attack", "advglue", "--task", "sst2",
+                          "--eval-size", 8, *where)
+    assert code == 0, err
+    assert _record(settings, out)["run_id"] == record.run_id
+    fresh = AutoModelForSequenceClassification.from_pretrained(tiny_backbone, num_labels=2,
+                                                               id2label={0: "negative", 1: "positive"})
+    fresh.load_state_dict(model.state_dict())  # built in memory from the backbone, then given the same weights
+    assert robench.evaluate(fresh, AutoTokenizer.from_pretrained(tiny_backbone), **common).run_id == record.run_id
+    assert _cli(capsys, "leaderboard", "--results-dir", settings.results_dir)[0] == 0
+    rows = [line for line in (settings.results_dir / "leaderboard.md").read_text().splitlines() if sha[:8] in line]
+    assert len(rows) == 1
+
     with torch.no_grad():
         model.classifier.bias.add_(1.0)
-    changed = robench.evaluate(model, tokenizer, task="sst2", attack="advglue", eval_size=8, settings=settings,
-                               device="cpu")
-    assert changed.run_id != record.run_id
+    assert robench.evaluate(model, tokenizer, **common).run_id != record.run_id
+    relabelled = robench.evaluate(str(ckpt), label_map="0=positive,1=negative", **common)
+    assert relabelled.run_id != record.run_id
+
+
+def test_evaluate_uses_or_refuses_every_argument_for_a_path(settings, tiny_backbone, tmp_path, monkeypatch):
+    """Regression (issue 44): `evaluate(path, ...)` silently ignored `tokenizer`, `name` and `batch_size`."""
+    import inspect
+
+    from transformers import AutoTokenizer
+
+    from robench.training import given
+
+    ckpt = save_classifier(tiny_backbone, tmp_path / "saved", {0: "negative", 1: "positive"})
+    common = dict(task="sst2", attack="advglue", eval_size=8, settings=settings, device="cpu")
+    with pytest.raises(robench.RobenchError, match="brings its own tokenizer"):
+        robench.evaluate(str(ckpt), AutoTokenizer.from_pretrained(ckpt), **common)
+    with pytest.raises(robench.RobenchError, match=r"option\(s\) \['epochs'\] do not apply"):
+        robench.evaluate(str(ckpt), epochs=3, **common)
+    sizes = []
+    real = given.load_victim
+
+    def spy(*args, **kwargs):
+        sizes.append(kwargs.get("batch_size"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("robench.runs.runner.load_victim", spy)
+    record = robench.evaluate(str(ckpt), name="mine", batch_size=3, **common)
+    assert record.spec["model"].startswith("checkpoint:mine@") and sizes == [3]
+    assert "batch_size" in inspect.signature(robench.evaluate).parameters  # help() shows the real signature
+    assert "label_map" in robench.evaluate.__doc__ and robench.evaluate.__module__ == "robench.runs.evaluate"
 
 
 @pytest.mark.integration  # textfooler's real sentence encoder

@@ -75,8 +75,8 @@ def test_run_page_filters_by_outcome_and_marks_changed_words(tmp_path, browser):
 def test_leaderboard_links_each_run_to_its_page(tmp_path, browser):  # noqa: F811
     write_run(tmp_path / "results" / "runs")
     page = tmp_path / "site" / "leaderboard.html"
-    assert main(["leaderboard", "--results-dir", str(tmp_path / "results"), "--html", str(page)]) == 0
-    assert (tmp_path / "site" / "runs" / f"{RUN_ID}.html").is_file()
+    assert main(["leaderboard", "--results-dir", str(tmp_path / "results"), "--html", str(page), "--run-pages"]) == 0
+    assert (tmp_path / "site" / "runs" / f"{RUN_ID}.html").is_file()  # run pages only when asked (--run-pages)
 
     browser.get(page.as_uri())
     link = browser.find_element("css selector", "#table-sst2 tbody tr span.runs a")  # in the attack's cell

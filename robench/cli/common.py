@@ -41,6 +41,10 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
                        help="attack this saved sequence classifier instead of fine-tuning one (no training)")
         p.add_argument("--label-map", metavar="0=NAME,1=NAME",
                        help="the checkpoint's outputs as task label names, when its id2label does not say")
+        p.add_argument("--protocol", metavar="NAME",
+                       help="with --checkpoint: every attack setting of a published protocol (reference: the "
+                            "reference leaderboard's four attacks on its examples), to place the checkpoint beside "
+                            "it (`leaderboard --with-reference`); sets the task, attacks and eval sizes")
     p.add_argument("--task", default="sst2",
                    help="registered task, a task file (my_task.toml), or csv:FILE / tsv: / jsonl: / parquet: "
                         "(default: sst2)")
@@ -103,11 +107,31 @@ def options_from_args(args):
         data_source=args.data_source)
 
 
+PROTOCOL_SETS = ("attack", "task", "eval_size", "eval_seed", "attack_param", "model")  # flags --protocol sets
+
+
 def specs_from_args(args, settings):
-    """One RunSpec per --seed, through the library's one path (`robench.runs.options.specs`)."""
+    """One RunSpec per --seed, through the library's one path (`robench.runs.options.specs`); with --protocol, one
+    per attack setting of the protocol (`robench.report.reference.protocol_specs`)."""
     from robench.runs.options import specs
 
+    if getattr(args, "protocol", None):
+        from robench.core.errors import RobenchError
+        from robench.report.reference import protocol_specs
+
+        if not args.checkpoint:
+            raise RobenchError("--protocol runs a checkpoint of your own through a published protocol: add "
+                               "--checkpoint DIR")
+        given = [f"--{name.replace('_', '-')}" for name in PROTOCOL_SETS
+                 if getattr(args, name, None) not in (None, [], DEFAULTS.get(name))]
+        if given:
+            raise RobenchError(f"--protocol {args.protocol} sets the task, attacks and eval sizes: drop "
+                               f"{', '.join(given)}")
+        return protocol_specs(args.protocol, args.checkpoint, settings, args.label_map, tuple(args.seed))
     return specs(options_from_args(args), settings)
+
+
+DEFAULTS = {"attack": "advglue", "task": "sst2", "eval_seed": 0}  # the run flags' defaults (add_spec_args)
 
 
 def _comma_list(text: str | None) -> list[str] | None:

@@ -11,19 +11,32 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="paired comparison of every model with a baseline model, per setting")
     p.add_argument("--baseline", default="bert", help="the baseline model (default: bert)")
     p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
+    from robench.cli.core import add_with_reference
+
+    add_with_reference(p)
     p.set_defaults(handler=cmd_compare)
 
 
 def cmd_compare(args) -> None:
+    import tempfile
+
+    from robench.cli.core import reference_view
     from robench.core.packed import runs_to_read
+
+    settings = settings_from_args(args)
+    with tempfile.TemporaryDirectory(prefix="robench-compare-") as scratch:
+        _compare(args, runs_to_read(reference_view(args, settings, scratch), settings.cache_dir))
+
+
+def _compare(args, runs_dir) -> None:
     from robench.report.compare import compare, group_settings
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
+    from robench.report.untrained import untrained_runs
 
-    settings = settings_from_args(args)
-    runs_dir = runs_to_read(settings.results_dir, settings.cache_dir)
     records = load_records(runs_dir)
-    found = compare(group_settings(records.current), runs_dir, args.baseline)
+    untrained = untrained_runs(records.current, runs_dir, settings_from_args(args).data_dir)
+    found = compare(group_settings(records.current), runs_dir, args.baseline, untrained)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
                         f"examples (95% interval and p-value under crossed seed x example effects, the seed part "
@@ -42,7 +55,7 @@ def cmd_compare(args) -> None:
         d = c.difference
         table.add_row(*(plain(v) for v in (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                            c.setting.spec["model"])),  # names from records: no markup, no controls
-                      " ".join(map(str, c.seeds)), str(c.examples),
+                      _seeds(c), str(c.examples),
                       _interval(d), _points(c.detectable), _p(c.p_value), _p(c.adjusted_p), c.verdict,
                       f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
     Console(width=200).print(table)
@@ -52,8 +65,21 @@ def cmd_compare(args) -> None:
         print(f"family: {family} comparisons, Holm-adjusted together (one without a p-value counts with p = 1); "
               "p-values are deterministic quadratures, so they carry no Monte-Carlo error and no verdict depends on "
               "a random seed")
+        if any(c.single for c in found):
+            print("seeds \"1 vs ...\": one checkpoint of your own against the baseline's seeds on the same examples "
+                  "(is it inside their spread? docs/statistics.md, \"One checkpoint against the baseline's seeds\")")
+    for run_id, warning in sorted(untrained.items()):
+        print(f"warning: {run_id}: {warning}; its seed is left out of every comparison")
     if records.note:
         print(records.note)
+
+
+def _seeds(c) -> str:
+    """The matched seeds compared, and those left out because a checkpoint did not train."""
+    kept = " ".join(map(str, c.seeds))
+    if c.single:  # one checkpoint of your own against the baseline's seeds (robench.report.single)
+        kept = f"1 vs {kept}"
+    return f"{kept} ({' '.join(map(str, c.excluded))} untrained)" if c.excluded else kept
 
 
 def _interval(d) -> str:

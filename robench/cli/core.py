@@ -36,6 +36,11 @@ def add_parser(sub) -> None:
                    help="add each row's paired difference in accuracy under attack from MODEL at the same setting "
                         "(as `robench compare`); the page marks each cell with the verdict (the page's default "
                         "baseline: bert, when it has records)")
+    p.add_argument("--output", metavar="DIR",
+                   help="write the tables (and relative page links) here instead of into the results directory")
+    p.add_argument("--run-pages", action="store_true",
+                   help="with --html: also write each run's page of adversarial examples (runs/<id>.html beside it)")
+    add_with_reference(p)
     p.set_defaults(handler=cmd_leaderboard)
     p = sub.add_parser("audit", help="re-audit the swaps of word-level records whose validity audit has an older "
                                     "format (robench.engine.audit), from their per-example CSVs")
@@ -56,6 +61,10 @@ def cmd_run(args) -> None:
                      on_estimate=None if args.no_estimate else say_estimate)
         Console().print(summary_table(record))
         print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
+    if getattr(args, "protocol", None):
+        flag = "--with-reference" + ("" if args.protocol == "reference" else f" {args.protocol}")
+        print(f"next: robench leaderboard {flag} --html board.html   # your row among the published ones\n"
+              f"      robench compare {flag}   # paired with the baseline's seeds on the same examples")
 
 
 def cmd_train(args) -> None:
@@ -93,7 +102,7 @@ def _plan_key(args, settings, attack: bool) -> str:
     from robench.cli.common import options_from_args
     from robench.runs import plan_cache
 
-    options = dataclasses.asdict(options_from_args(args))
+    options = {**dataclasses.asdict(options_from_args(args)), "protocol": getattr(args, "protocol", None)}
     dirs = {k: str(v) if v is not None else None for k, v in dataclasses.asdict(settings).items()}
     return plan_cache.plan_key("run" if attack else "train", options, args.device, dirs, args.no_estimate)
 
@@ -188,7 +197,17 @@ def summary_table(record) -> Table:
             continue
         text = f"{100 * value:.2f}%" if kind == "%" else str(value) if kind == "n" else f"{value:.2f}"
         table.add_row(label, text)
+    if warnings := untrained_warnings(record):
+        table.caption = plain("WARNING: the checkpoint " + "; ".join(warnings) + " (its accuracy under attack says "
+                              "nothing about robustness)")
     return table
+
+
+def untrained_warnings(record) -> list[str]:
+    """The record's failed chance checks (`robench.runs.chance`), as warnings."""
+    from robench.runs.chance import ChanceCheck, untrained
+
+    return [c.warning() for c in untrained([ChanceCheck.from_dict(d) for d in record.metrics.get("chance") or []])]
 
 
 def cmd_list(args) -> None:
@@ -211,30 +230,59 @@ def cmd_list(args) -> None:
         Console().print(table)
 
 
+def add_with_reference(p) -> None:
+    p.add_argument("--with-reference", nargs="?", const="reference", metavar="PROTOCOL",
+                   help="place your checkpoints run with --protocol among the published records of PROTOCOL "
+                        "(default: reference), each compared with the baseline's seeds on the same examples")
+
+
+def reference_view(args, settings, into):
+    """With --with-reference: the results folder `into` whose runs/ links the protocol's records and the user's
+    (`robench.report.reference.with_reference`); else the results directory."""
+    if not args.with_reference:
+        return settings.results_dir
+    from pathlib import Path
+
+    from robench.core.packed import runs_to_read
+    from robench.report.reference import with_reference
+
+    with_reference(runs_to_read(settings.results_dir, settings.cache_dir), args.with_reference, Path(into))
+    return Path(into)
+
+
 def cmd_leaderboard(args) -> None:
+    from pathlib import Path
+
     from robench.core.packed import runs_to_read
     from robench.report.leaderboard import load_records, write_leaderboard
 
     settings = settings_from_args(args)
     if args.html:
         check_page_path(args.html)
+    if args.run_pages and not args.html:
+        raise RobenchError("--run-pages writes the pages the leaderboard page links: add --html PAGE")
+    output = Path(args.output).expanduser() if args.output else None
+    if args.with_reference and output is None:
+        output = settings.results_dir / f"with-{args.with_reference}"
+    results = reference_view(args, settings, output)
+    baseline = args.baseline or ("bert" if args.with_reference else None)
     analyses = None
     if args.with_analysis:
         from robench.analysis import analysis_frame
 
         analyses = analysis_frame(settings.results_dir, settings.cache_dir)
-    table, csv_path, md_path = write_leaderboard(settings.results_dir, analyses, baseline=args.baseline,
-                                                 cache_dir=settings.cache_dir)
+    table, csv_path, md_path = write_leaderboard(results, analyses, baseline=baseline, cache_dir=settings.cache_dir,
+                                                 output=output)
     print(md_path.read_text())
     print(f"wrote {csv_path} and {md_path} ({len(table)} checkpoints), and beside them settings.csv and settings.md "
           "(one row per setting)")
-    if note := load_records(runs_to_read(settings.results_dir, settings.cache_dir)).note:
+    if note := load_records(runs_to_read(results, settings.cache_dir)).note:
         print(note)
     if args.html:
         from robench.report.leaderboard_page import write_html
 
-        page = write_html(settings.results_dir, args.html, baseline=args.baseline, table=table,
-                          cache_dir=settings.cache_dir)
+        page = write_html(results, args.html, baseline=baseline, table=table, cache_dir=settings.cache_dir,
+                          run_pages=args.run_pages)
         print(f"wrote {page}")
 
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord, read_examples
-from robench.report.identity import one_per_seed, peer_id, setting_id, setting_label
+from robench.report.identity import attack_setting_id, one_per_seed, peer_id, setting_id, setting_label
+from robench.report.single import single_arrays
 from robench.report.stats import (
     FAILED,
     INSUFFICIENT,
@@ -34,6 +35,7 @@ from robench.report.stats import (
     TOO_FEW_EXAMPLES,
     Estimate,
     PairedTest,
+    detectable_difference,
     holm,
     outcome_matrix,
     paired_test,
@@ -102,11 +104,16 @@ class Comparison:
     p_value: float  # two-sided, unadjusted (nan without a test); deterministic quadrature, no Monte-Carlo error
     adjusted_p: float = float("nan")  # Holm over the family (`compare`)
     family: int = 0  # comparisons in the family
-    test: PairedTest | None = None  # the paired test (None below two seeds or two examples)
+    test: PairedTest | None = None  # the paired test (None below two seeds or two examples, and for `single`)
+    excluded: tuple[int, ...] = ()  # seeds left out: either model's checkpoint did not train (`untrained`)
+    single: bool = False  # one given checkpoint against the baseline's seeds (`seeds`: the baseline's), `single`
+    single_detectable: float = float("nan")  # `single`: the difference its test finds with 80% power
 
     @property
     def detectable(self) -> float:
         """The difference the test finds with 80% power at ALPHA (one comparison; nan without a test)."""
+        if self.single:
+            return self.single_detectable
         return self.test.detectable if self.test is not None and self.test.varies else float("nan")
 
     @property
@@ -114,12 +121,12 @@ class Comparison:
         """No shared seeds, too few examples (under two), insufficient seeds (under MIN_SEEDS), no variation
         (every cell alike: no interval), or `robench.report.stats.verdict` on the Holm-adjusted p-value."""
         if not self.seeds:
-            return NO_SHARED_SEEDS
+            return INSUFFICIENT if self.excluded else NO_SHARED_SEEDS
         if self.examples < 2:
             return TOO_FEW_EXAMPLES
         if len(self.seeds) < MIN_SEEDS:
             return INSUFFICIENT
-        if self.test is None or not self.test.varies:
+        if math.isnan(self.p_value):
             return NO_VARIATION
         return verdict(self.difference.value, self.adjusted_p, len(self.seeds))
 
@@ -128,9 +135,13 @@ class Comparison:
         return self.verdict in (MORE_ROBUST, LESS_ROBUST)
 
 
-def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comparison]:
-    """Every non-baseline setting paired with each baseline setting that differs from it only in the model;
-    the family is every comparison returned, and each with a p-value gets its Holm-adjusted p-value."""
+def compare(settings: list[Setting], runs_dir: Path, baseline: str,
+            untrained: Mapping[str, str] | None = None) -> list[Comparison]:
+    """Every non-baseline setting paired with each baseline setting that differs from it only in the model (a
+    single given checkpoint without such a peer: against the baseline's seeds attacked alike, `single`); the
+    family is every comparison returned, and each with a p-value gets its Holm-adjusted p-value. A seed at which
+    either model's checkpoint did not train (`untrained`: run id -> warning; by default
+    `robench.report.untrained.untrained_runs` of the settings' records) is left out of the pair."""
     bases: dict[str, list[Setting]] = {}
     for s in settings:
         if s.spec["model"] == baseline:
@@ -138,10 +149,21 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comp
     if not bases:
         models = sorted({s.spec["model"] for s in settings})
         raise RobenchError(f"no run records of the baseline model {baseline!r} (models with records: {models})")
+    if untrained is None:
+        from robench.report.untrained import untrained_runs
+
+        untrained = untrained_runs([r for s in settings for r in s.records], runs_dir)
+    by_attack: dict[str, list[Setting]] = {}
+    for b in (b for group in bases.values() for b in group):
+        by_attack.setdefault(attack_setting_id(b.records[0]), []).append(b)
     out = []
     for s in settings:
-        if s.spec["model"] != baseline:
-            out += [paired(s, b, runs_dir) for b in bases.get(s.peer, [])]
+        if s.spec["model"] == baseline:
+            continue
+        if peers := bases.get(s.peer, []):
+            out += [paired(s, b, runs_dir, untrained) for b in peers]
+        elif len(s.records) == 1 and s.spec.get("checkpoint") is not None:  # one checkpoint of your own
+            out += [single(s, b, runs_dir, untrained) for b in by_attack.get(attack_setting_id(s.records[0]), [])]
     return with_holm(out)
 
 
@@ -153,12 +175,16 @@ def with_holm(comparisons: list[Comparison]) -> list[Comparison]:
             for c, a in zip(comparisons, adjusted)]
 
 
-def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison:
+def paired(setting: Setting, baseline: Setting, runs_dir: Path,
+           untrained: Mapping[str, str] | None = None) -> Comparison:
     """`setting` against `baseline`, seed s with seed s (the seeds with an example attacked in both), on the
-    examples every such seed of both attacked; without a shared seed label, a comparison with no seeds."""
+    examples every such seed of both attacked, leaving out the seeds where either record is in `untrained`;
+    without a shared seed label, a comparison with no seeds."""
     mine = {r.spec["seed"]: r for r in setting.records}
     theirs = {r.spec["seed"]: r for r in baseline.records}
-    shared, pairs = sorted(mine.keys() & theirs.keys()), {}
+    matched = sorted(mine.keys() & theirs.keys())
+    excluded = tuple(s for s in matched if {mine[s].run_id, theirs[s].run_id} & set(untrained or {}))
+    shared, pairs = [s for s in matched if s not in excluded], {}
     for seed in shared:
         if _eval_hash(mine[seed]) != _eval_hash(theirs[seed]):
             raise RobenchError(f"runs {mine[seed].run_id} and {theirs[seed].run_id} share a setting but were "
@@ -168,14 +194,53 @@ def paired(setting: Setting, baseline: Setting, runs_dir: Path) -> Comparison:
             pairs[seed] = cells
     nan = float("nan")
     if not pairs:  # no shared seed label, or no example attacked in both: no difference
-        return Comparison(setting, baseline, tuple(shared), 0, Estimate(nan, nan, nan), nan)
+        return Comparison(setting, baseline, tuple(shared), 0, Estimate(nan, nan, nan), nan, excluded=excluded)
     codes = outcome_matrix(list(pairs.values()))
     test = paired_test(codes)
     if test is None:  # one seed, or under two examples every seed has: a difference, no test
         complete = codes[:, (codes != MISSING).all(axis=0)]
         value = float((complete - SAME).mean()) if complete.size else nan
-        return Comparison(setting, baseline, tuple(pairs), complete.shape[1], Estimate(value, nan, nan), nan)
-    return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value, test=test)
+        return Comparison(setting, baseline, tuple(pairs), complete.shape[1], Estimate(value, nan, nan), nan,
+                          excluded=excluded)
+    return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value, test=test,
+                      excluded=excluded)
+
+
+def single(setting: Setting, baseline: Setting, runs_dir: Path,
+           untrained: Mapping[str, str] | None = None) -> Comparison:
+    """`setting`'s one checkpoint against every trained seed of `baseline` attacked alike, on the examples all of
+    them have (`robench.report.single`); no test without two such seeds and two such examples."""
+    (mine,) = setting.records
+    bad = set(untrained or {})
+    theirs = [r for r in baseline.records if r.run_id not in bad]
+    for other in theirs:
+        if _eval_hash(other) != _eval_hash(mine):
+            raise RobenchError(f"runs {mine.run_id} and {other.run_id} share an attack setting but were attacked on "
+                               "different examples (did the data change?); re-run the first with --force")
+    excluded = tuple(r.spec["seed"] for r in baseline.records if r.run_id in bad)
+    seeds, nan = tuple(r.spec["seed"] for r in theirs), float("nan")
+    if mine.run_id in bad or len(theirs) < 2:
+        return Comparison(setting, baseline, seeds, 0, Estimate(nan, nan, nan), nan,
+                          excluded=excluded + ((mine.spec["seed"],) if mine.run_id in bad else ()), single=True)
+    _same_texts(runs_dir, mine, theirs[0])
+    codes = outcome_matrix([outcomes(runs_dir, r) for r in (mine, *theirs)])
+    complete = codes[:, (codes != MISSING).all(axis=0)] == FAILED  # correct under attack
+    if complete.shape[1] < 2:
+        return Comparison(setting, baseline, seeds, complete.shape[1], Estimate(nan, nan, nan), nan,
+                          excluded=excluded, single=True)
+    value, low, high, se, df, p = (float(x) for x in single_arrays(complete[0], complete[1:]))
+    detectable = detectable_difference(se, 1.0, int(df)) if se > 0 else nan  # seed share 1: Student's t on df
+    return Comparison(setting, baseline, seeds, complete.shape[1], Estimate(value, low, high), p, excluded=excluded,
+                      single=True, single_detectable=detectable)
+
+
+def _same_texts(runs_dir: Path, mine: RunRecord, theirs: RunRecord) -> None:
+    """The two runs attacked the same texts at the same indices (else a clear error)."""
+    texts = {r.index: r.original_text for r in read_examples(runs_dir, theirs.run_id)}
+    for r in read_examples(runs_dir, mine.run_id):
+        if r.index in texts and texts[r.index] != r.original_text:
+            raise RobenchError(f"runs {mine.run_id} and {theirs.run_id} share an attack setting but example "
+                               f"{r.index} differs: they were not attacked on the same examples")
 
 
 def _eval_hash(record: RunRecord) -> str | None:

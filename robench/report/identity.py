@@ -29,7 +29,7 @@ from robench.core.hashing import content_hash
 from robench.core.params import make_params
 from robench.core.records import RunRecord
 from robench.core.registry import ATTACKS
-from robench.runs.spec import TrainConfig
+from robench.runs.spec import TrainConfig, identity_view
 from robench.training.defense import resolve_model
 
 ATTACK_KEYS = ("attack", "attack_params", "eval_size", "eval_seed")
@@ -37,7 +37,7 @@ NOT_MODEL = ("seed", "model_params", "data_fingerprint", *ATTACK_KEYS)  # spec k
 
 
 def setting_of(record: RunRecord) -> dict[str, Any]:
-    spec = {k: v for k, v in record.spec.items() if k not in ("seed", "model_params", "attack_params")}
+    spec = {k: v for k, v in identity_view(record.spec).items() if k not in ("seed", "model_params", "attack_params")}
     if spec.get("eval_size") is None:
         spec.pop("eval_seed", None)
     hyper = record.hyperparameters or {}
@@ -58,13 +58,23 @@ def peer_id(record: RunRecord) -> str:
     return content_hash(setting)
 
 
+def attack_setting_id(record: RunRecord) -> str:
+    """The attack setting alone: task, data, attack and its resolved parameters, eval size and seed. Runs with
+    equal ids were attacked alike on the same examples, whatever the model and however it was trained (a
+    checkpoint of your own against the reference's baseline: `robench.report.compare.single`)."""
+    setting = setting_of(record)
+    keys = ("task", "task_source", "data_source", *ATTACK_KEYS)
+    return content_hash({"spec": {k: setting["spec"].get(k) for k in keys if k != "attack_params"},
+                         "attack_params": setting["attack_params"]})
+
+
 def model_setting_id(spec: dict[str, Any], model_params: dict[str, Any] | None = None,
                      train_data: str | None = None) -> str:
     """The model setting of a run or analysis spec: the spec's checkpoint-determining keys, `model_params`
     resolved (resolved here when None) and `train_data`, the fingerprint of the data it was trained on."""
     if model_params is None:
         model_params = resolved_model_params(spec)
-    part = {k: v for k, v in spec.items() if k not in NOT_MODEL}
+    part = {k: v for k, v in identity_view(spec).items() if k not in NOT_MODEL}
     return content_hash(_plain({"spec": part, "model_params": model_params, "train_data": train_data}))
 
 

@@ -14,7 +14,8 @@ Two tables, written by one call (`write_leaderboard`):
 without a value or while some attack setting of its task has no result for it), `rank_by`
 (`worst_case_accuracy`, or `lowest_robust_accuracy` where some complete checkpoint of the task has no worst
 case), `rank_accuracy` (the value ranked by), `model`, `model_label` (what its setting differs in from the
-defaults), `backbone`, `train_size`, `seeds` (training seeds over all its runs),
+defaults), `backbone`, `train_size`, `seeds` (training seeds over all its runs), `untrained_seeds` (those
+whose checkpoint did not train, `robench.runs.chance`; the column only when some did; also in `settings.csv`),
 `dev_accuracy_{mean,std}` (the whole dev split, over those seeds; no interval: records keep no per-example
 dev predictions), `train_seconds_{mean,std}`, `worst_case_accuracy_{mean,std,ci_low,ci_high}` and
 `masking_flags` (`robench.report.worstcase`), `certified_accuracy_*` (defences with a certificate, from its
@@ -57,8 +58,10 @@ from robench.core.text import markdown_cell
 from robench.report.compare import Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
 from robench.report.stats import ALPHA, INTERVAL_METRICS, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST, NO_VERDICT
+from robench.report.untrained import untrained_runs
 from robench.report.validity import VALIDITY_METRICS, validity_columns
 from robench.report.worstcase import WorstCase, with_worst_case, write_worst_case
+from robench.runs.chance import MARGIN
 
 KEYS = ["task", "model", "attack", "backbone", "train_size"]
 ROW = KEYS + ["setting", "seeds", "examples"]  # the leading columns of every leaderboard row
@@ -76,6 +79,7 @@ PERCENT = {"dev_accuracy", "clean_accuracy", "robust_accuracy", "accuracy_drop",
            "blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall", "probe_uuas_best"}
 # per checkpoint (leaderboard.csv), in this order, before the attack settings' prefixed columns
 CHECKPOINT = ["task", "rank", "rank_by", "rank_accuracy", "model", "model_label", "backbone", "train_size", "seeds",
+              "untrained_seeds",
               "dev_accuracy_mean", "dev_accuracy_std",
               *(f"worst_case_accuracy_{k}" for k in ("mean", "std", "ci_low", "ci_high")),
               *(f"certified_accuracy_{k}" for k in ("mean", "std", "ci_low", "ci_high")),
@@ -84,6 +88,9 @@ OWN = ["dev_accuracy", "train_seconds"]  # metrics of the checkpoint itself: ove
 REPLAYS = ("advglue", "transfer")  # attacks that replay fixed examples: their columns come first
 RANK_BY = {"worst_case_accuracy": "worst-case accuracy under attack",
            "lowest_robust_accuracy": "the lowest accuracy under a single attack"}
+UNTRAINED_NOTE = (f"untrained seeds: their checkpoint did not train (the 95% lower bound of its dev or clean accuracy "
+                  f"is not {100 * MARGIN:.0f} points above the majority-class rate); they count in the means and "
+                  "are left out of every comparison with the baseline")
 DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",
         "robust_accuracy_diff_p", "robust_accuracy_diff_p_holm", "robust_accuracy_diff_seeds",
         "robust_accuracy_diff_verdict", "robust_accuracy_diff_family"]  # with a baseline: model minus baseline
@@ -219,11 +226,26 @@ def with_intervals(table: pd.DataFrame, settings: list[Setting], runs_dir: Path)
     return table
 
 
-def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, baseline: str) -> pd.DataFrame:
+def with_untrained(table: pd.DataFrame, frame: pd.DataFrame, keys: list[str], untrained: dict[str, str]
+                   ) -> pd.DataFrame:
+    """`untrained_seeds` after `seeds`: per group of `keys`, the training seeds of its runs whose checkpoint did not
+    train (`robench.runs.chance`), e.g. "2 4"; the column only when some run did not."""
+    failed = frame[frame["run_id"].isin(untrained)]
+    if failed.empty:
+        return table
+    seeds = failed.groupby(keys)["seed"].agg(lambda s: " ".join(str(int(x)) for x in sorted(set(s))))
+    table = table.copy()
+    column = [seeds.get(tuple(k) if len(keys) > 1 else k[0], "") for k in table[keys].itertuples(index=False)]
+    table.insert(table.columns.get_loc("seeds") + 1, "untrained_seeds", column)
+    return table
+
+
+def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, baseline: str,
+                  untrained: dict[str, str] | None = None) -> pd.DataFrame:
     """`baseline` and the DIFF columns: accuracy under attack of the row's model minus the baseline's, at the
     same setting otherwise (paired over matched seeds and shared examples), the unadjusted and Holm-adjusted
     p-values, the matched seeds, the verdict and the family size; empty for the baseline's rows."""
-    found = {c.setting.id: c for c in reversed(compare(settings, runs_dir, baseline))}
+    found = {c.setting.id: c for c in reversed(compare(settings, runs_dir, baseline, untrained))}
     cells = [found.get(sid) for sid in table["setting_id"]]
     values = [(c.difference.value, c.difference.low, c.difference.high, c.p_value, c.adjusted_p, len(c.seeds),
                c.verdict, c.family) if c else (None,) * len(DIFF) for c in cells]
@@ -253,10 +275,14 @@ def leaderboard_tables(records: Records, baseline: str | None = None,
         return Tables(pd.DataFrame(columns=CHECKPOINT[:2] + ["model", "backbone", "train_size", "model_setting_id"]),
                       pd.DataFrame(columns=ROW + IDS))
     groups = group_settings(records.current)
-    settings = with_intervals(aggregate(frame), groups, records.runs_dir)
+    untrained = untrained_runs(records.current, records.runs_dir)
+    settings = with_untrained(with_intervals(aggregate(frame), groups, records.runs_dir), frame, ["setting_id"],
+                              untrained)
     if baseline:
-        settings = with_baseline(settings, groups, records.runs_dir, baseline)
-    checkpoints = rank_checkpoints(with_worst_case(checkpoint_table(frame, settings), cases or []))
+        settings = with_baseline(settings, groups, records.runs_dir, baseline, untrained)
+    checkpoints = checkpoint_table(frame, settings)
+    checkpoints = with_untrained(checkpoints, frame, ["task", "model_setting_id"], untrained)
+    checkpoints = rank_checkpoints(with_worst_case(checkpoints, cases or []))
     lead = [c for c in CHECKPOINT if c in checkpoints.columns]
     checkpoints = checkpoints[lead + [c for c in checkpoints.columns if c not in lead]]
     return Tables(checkpoints, with_worst_case(settings, cases or []))
@@ -340,14 +366,17 @@ def checkpoint_markdown(table: pd.DataFrame) -> str:
     flags = "masking_flags" in table.columns
     analysis = [m for m in ANALYSIS_METRICS if f"{m}_mean" in table.columns]
     baseline = markdown_cell(table["baseline"].iloc[0]) if "baseline" in table.columns and len(table) else None
-    header = ["task", "rank", "model", "setting", "backbone", "train_size", "seeds", "dev_accuracy", *names, *own,
+    untrained = ["untrained_seeds"] if "untrained_seeds" in table.columns else []
+    header = ["task", "rank", "model", "setting", "backbone", "train_size", "seeds", *untrained, "dev_accuracy",
+              *names, *own,
               *(["masking_flags"] if flags else []), *analysis, *(f"{n} vs {baseline}" for n in names if baseline)]
     lines = ["| " + " | ".join(_text(h) for h in header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
         settings = {n: _setting_of(row, n) for n in names}
         label = row["model_label"] if isinstance(row.get("model_label"), str) and row["model_label"] else "default"
         cells = [_text(row[k]) for k in ("task", "rank", "model")] + [_text(label)]
-        cells += [_text(row[k]) for k in ("backbone", "train_size", "seeds")] + [_metric_cell(row, "dev_accuracy")]
+        cells += [_text(row[k]) for k in ("backbone", "train_size", "seeds")]
+        cells += [_text(row[k] or "–") for k in untrained] + [_metric_cell(row, "dev_accuracy")]
         cells += [_metric_cell(settings[n], "robust_accuracy") if pd.notna(settings[n].get("attack_label")) else "–"
                   for n in names]
         cells += [_metric_cell(row, m) for m in own]
@@ -366,6 +395,8 @@ def checkpoint_markdown(table: pd.DataFrame) -> str:
     labels = {n: table[f"{n}.attack_label"].dropna() for n in names}
     notes += [f"{_text(n)}: {_text(v.iloc[0])}" for n, v in labels.items()
               if len(v) and v.iloc[0] and not n.endswith(v.iloc[0])]  # a name that is not its label already
+    if untrained:
+        notes.append(UNTRAINED_NOTE)
     if baseline:
         notes.append(_baseline_note(table, [f"{n}.robust_accuracy_diff_family" for n in names]))
     return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes)
@@ -389,11 +420,12 @@ def setting_markdown(table: pd.DataFrame) -> str:
     metrics = [m for m in METRICS + ANALYSIS_METRICS if f"{m}_mean" in table.columns]
     baseline = "baseline" in table.columns
     flags = ["masking_flags"] if "masking_flags" in table.columns else []  # robench.report.worstcase
-    header = ROW + metrics + flags + ([f"robust_accuracy vs {markdown_cell(table['baseline'].iloc[0])}"]
-                                      if baseline else [])
+    untrained = ["untrained_seeds"] if "untrained_seeds" in table.columns else []
+    header = ROW + untrained + metrics + flags + ([f"robust_accuracy vs {markdown_cell(table['baseline'].iloc[0])}"]
+                                                  if baseline else [])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
-        cells = [_text(row[k]) for k in ROW]
+        cells = [_text(row[k]) for k in ROW] + [_text(row[k] or "–") for k in untrained]
         cells += [format_interval(row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], m in PERCENT)
                   if pd.notna(row.get(f"{m}_ci_low")) else
                   format_mean_std(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
@@ -401,6 +433,8 @@ def setting_markdown(table: pd.DataFrame) -> str:
         if baseline:
             cells.append(format_difference(row))
         lines.append("| " + " | ".join(cells) + " |")
+    if untrained:
+        lines.append("\n" + UNTRAINED_NOTE)
     if baseline:
         lines.append("\n" + _baseline_note(table, ["robust_accuracy_diff_family"]))
     return "\n".join(lines) + "\n"
@@ -465,13 +499,16 @@ def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None, baseline: str | None = None,
-                      cache_dir: Path | None = None) -> tuple[pd.DataFrame, Path, Path]:
+                      cache_dir: Path | None = None, output: Path | None = None) -> tuple[pd.DataFrame, Path, Path]:
     """Write `<results_dir>/leaderboard.{csv,md}` (one row per checkpoint) and `settings.{csv,md}` (one row per
     setting) from `<results_dir>/runs`, and `worstcase.{json,md}`; return the checkpoint table and the paths of
     `leaderboard.csv` and `leaderboard.md`. `analyses`: `robench.analysis.analysis_frame`'s rows, joined to both
     tables on the checkpoint (`leaderboard --with-analysis`). A packed `results_dir` is read from its unpacked copy
-    under `cache_dir` (`robench.core.packed`)."""
+    under `cache_dir` (`robench.core.packed`). `output`: the folder written to instead of `results_dir`
+    (`leaderboard --output DIR`)."""
     records = load_records(runs_to_read(results_dir, cache_dir))
+    results_dir = Path(output) if output is not None else results_dir
+    results_dir.mkdir(parents=True, exist_ok=True)
     tables = leaderboard_tables(records, baseline, write_worst_case(results_dir, records.current, records.runs_dir))
     checkpoints, settings = tables.checkpoints, tables.settings
     if analyses is not None:

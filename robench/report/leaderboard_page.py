@@ -48,6 +48,7 @@ from robench.core.records import RunRecord, record_path
 from robench.report.leaderboard import (
     RANK_BY,
     REPLAYS,
+    UNTRAINED_NOTE,
     Records,
     format_difference,
     frame_of,
@@ -150,6 +151,7 @@ class BoardRow:
     readings: dict[tuple[str, str], Summary] = field(default_factory=dict)  # attack variant -> its blind reading
     rank_value: float = float("nan")  # what the rank is by (the table's rank_accuracy)
     rank: int | None = None
+    untrained: str = ""  # the seeds whose checkpoint did not train (robench.runs.chance), e.g. "2 4"
     color: str = PALETTE[0]
     shape: str = SHAPES[0]
 
@@ -172,16 +174,18 @@ class Section:
 
 
 def write_html(results_dir: Path, path: str | Path, baseline: str | None = None,
-               table: pd.DataFrame | None = None, cache_dir: Path | None = None) -> Path:
-    """Write the page for `<results_dir>/runs` to `path`, and beside it `runs/<run_id>.html`, the page of each
-    included run with per-example results (`robench.report.run_page`); links are relative to the pages.
-    `table`: the checkpoint table already computed for `leaderboard.csv` (with this `baseline`), if any. A packed
-    `results_dir` is read from its unpacked copy under `cache_dir` (`robench.core.packed`)."""
+               table: pd.DataFrame | None = None, cache_dir: Path | None = None, run_pages: bool = True) -> Path:
+    """Write the page for `<results_dir>/runs` to `path`, and with `run_pages` beside it `runs/<run_id>.html`, the
+    page of each included run with per-example results (`robench.report.run_page`; without, a seed links to its
+    record); links are relative to the pages. `table`: the checkpoint table already computed for
+    `leaderboard.csv` (with this `baseline`), if any. A packed `results_dir` is read from its unpacked copy under
+    `cache_dir` (`robench.core.packed`)."""
     runs_dir = runs_to_read(Path(results_dir), cache_dir)
     records = load_records(runs_dir)
     page = Path(path).resolve()
-    run_pages = write_run_pages(runs_dir, [rec.run_id for rec in records.current], page.parent / "runs", back=page)
-    atomic_write(page, render(records, page.parent, baseline, run_pages, table))
+    pages = write_run_pages(runs_dir, [rec.run_id for rec in records.current], page.parent / "runs", back=page) \
+        if run_pages else {}
+    atomic_write(page, render(records, page.parent, baseline, pages, table))
     return page
 
 
@@ -250,27 +254,40 @@ def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[s
                               "other's intervals are not distinguishable"),
                Column("Model", "defence, and what its setting differs in from the defaults and from the other "
                                "rows (hover the name, or open “setting”, for the full resolved setting)", "text"),
-               Column("Clean", "accuracy on the task's whole dev split, mean ± std over seeds (%)")]
+               Column("Clean", "correct out of the task's whole dev split, mean ± std over seeds (%)")]
     versus = f"; ▲ / ▼ / ≈: the verdict of the paired comparison with {baseline}" if baseline else ""
+    counts = {v: _examples_of(rows, v) for v in variants}
     for v in variants:
-        audit = "; then the share of its swaps that are listed synonyms or inflections, and antonyms " \
-                "(swap audit: list membership, not validity)" if v in validity else ""
+        audit = "; then the share of its swaps that are listed synonyms or inflections, and antonyms, both out of " \
+                "every swap it made (swap audit: list membership, not validity)" if v in validity else ""
         audit += "; then the share of successful examples a blind reader accepted (label kept, meaning kept, " \
                  "fluent: robench annotate), with its Wilson 95% interval" if v in read else ""
-        columns.append(Column(names[v], f"accuracy under {names[v]}, mean [95% interval over seeds and "
-                                        f"examples] (%){versus}{audit}; links: each seed's run page"))
-    columns.append(Column("Worst case", "accuracy when an example counts only if no word-level attack broke it "
-                                        "(robench.report.worstcase), mean over seeds [95% interval], or ± std; "
-                                        "⚑: masking flags"))
+        columns.append(Column(names[v], f"correct under {names[v]} out of the {counts[v]} examples it attacked "
+                                        "per seed (an example wrong before the attack counts as broken), mean [95% "
+                                        f"interval over seeds and examples] (%){versus}{audit}; s0, s1, …: each "
+                                        "seed's run"))
+    columns.append(Column("Worst case", "correct under every word-level attack, out of the examples they all "
+                                        "attacked (robench.report.worstcase), mean over seeds [95% interval], or "
+                                        "± std; ⚑: masking flags"))
     if certified:
-        columns.append(Column("Certified", "certified accuracy: examples whose prediction provably holds under "
-                                           "the defence's perturbation set, mean over seeds (%)"))
+        columns.append(Column("Certified", "examples whose prediction provably holds under the defence's "
+                                           "perturbation set, out of the attacked examples, mean over seeds (%)"))
+    shown = " / ".join(dict.fromkeys(str(counts[v]) for v in variants))
     columns += [Column("Seeds", "training seeds aggregated"),
-                Column("Examples", "attacked examples per seed, per attack in column order")]
+                Column("Examples", f"examples attacked per seed, per attack in column order ({shown}: "
+                                   + ", ".join(f"{names[v]} {counts[v]}" for v in variants)
+                                   + "): the denominator of each attack's accuracy")]
     cells = [_cells(row, variants, names, baseline, certified, runs_dir, page_dir, run_pages) for row in rows]
     return Section(task=task, slug=_slug(task), shared=shared, rank_by=rank_by, baseline=baseline,
                    columns=columns, rows=cells, scatter=scatter_plot(task, rows, rank_by),
                    dots=[dot_plot(task, rows, v, names[v], baseline) for v in variants])
+
+
+def _examples_of(rows: list[BoardRow], variant: tuple[str, str]) -> str:
+    """The examples `variant` attacked per seed ("148"; "100-300" where rows differ; "?" without a count)."""
+    counts = sorted({int(r.attacks[variant]["examples"]) for r in rows if variant in r.attacks
+                     and pd.notna(r.attacks[variant].get("examples"))})
+    return "?" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
 def _attack_names(variants: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -301,7 +318,8 @@ def _rows(runs: pd.DataFrame, board: pd.DataFrame, prefix: dict[tuple[str, str],
             clean=(_num(row["dev_accuracy_mean"]), _num(row["dev_accuracy_std"])),
             train_seconds=_num(row.get("train_seconds_mean")), attacks=attacks, worst=worst, certified=certified,
             validity=_validity(attacks), runs=runs_of, rank_value=_num(row["rank_accuracy"]),
-            rank=None if pd.isna(row["rank"]) else int(row["rank"])))
+            rank=None if pd.isna(row["rank"]) else int(row["rank"]),
+            untrained=row["untrained_seeds"] if isinstance(row.get("untrained_seeds"), str) else ""))
     return rows
 
 
@@ -514,8 +532,11 @@ def _model_cell(row: BoardRow, baseline: str | None) -> Markup:
     items = "".join(f"<li><b>{escape(k)}</b> {escape(v)}</li>" for k, v in row.full)
     base = ' <span class="base" title="the baseline of the verdicts">baseline</span>' \
         if baseline is not None and row.model == baseline else ""
-    label = f'<span class="label">{escape(row.label)}</span>' if row.label else ""
+    label = f'<span class="label" title="{escape(row.label)}">{escape(row.label)}</span>' if row.label else ""
     swatch = f'<span class="swatch" style="background:{row.color}"></span>'
+    if row.untrained:
+        seeds = ("seeds " if " " in row.untrained else "seed ") + row.untrained.replace(" ", ", ")
+        label += f' <span class="untrained" title="{escape(UNTRAINED_NOTE)}">⚠ {escape(seeds)} did not train</span>'
     return Markup(f'{swatch}<span class="name"><b title="{escape(full)}">{escape(row.model)}</b>{base} {label}</span>'
                   f'<details class="full"><summary title="the full resolved setting">setting</summary>'
                   f'<ul>{items}</ul></details>')
@@ -742,8 +763,10 @@ def scatter_plot(task: str, rows: list[BoardRow], rank_by: str) -> Plot:
             lines.append(Line(px, frame.py(min(y_span[1], y_hi)), px, frame.py(max(y_span[0], y_lo)), "whisker"))
         tip = f"#{r.rank} {r.name}: clean {_pct(x)}%, {'worst case' if worst else 'lowest'} {_pct(y)}%"
         marks.append(Mark(px, py, r.color, r.shape, tip))
-    texts += place_labels([(m.x, m.y, f"{r.model} {r.label}".strip(), str(r.rank or "")) for m, (r, *_)
-                           in zip(marks, points)], (frame.left, frame.top, frame.right, frame.bottom), texts)
+    whiskers = [(min(w.x1, w.x2) - 1, min(w.y1, w.y2) - 1, max(w.x1, w.x2) + 1, max(w.y1, w.y2) + 1)
+                for w in lines if w.cls == "whisker"]
+    texts += place_labels([(m.x, m.y, f"{r.model} {r.label}".strip(), r.model) for m, (r, *_) in zip(marks, points)],
+                          (frame.left, frame.top, frame.right, frame.bottom), texts, whiskers)
     legend = [(r.color, r.shape, f"#{r.rank or '–'} {r.name}") for r in rows]
     return Plot(f"scatter-{_slug(task)}", "scatter", g["W"], g["H"], lines, marks, texts, legend)
 
@@ -754,16 +777,18 @@ def _lowest_interval(row: BoardRow) -> tuple[float, float] | None:
 
 
 def place_labels(points: list[tuple[float, float, str, str]], area: tuple[float, float, float, float],
-                 fixed: Iterable[Text] = ()) -> list[Text]:
-    """Labels for points (x, y, text, short text) that overlap no other label, no point and no `fixed` text,
-    inside `area`: each tries positions around its point, nearest first, with its text and then its short
-    text; a point whose labels all collide gets none (the legend names it)."""
+                 fixed: Iterable[Text] = (), obstacles: Iterable[tuple[float, float, float, float]] = ()
+                 ) -> list[Text]:
+    """Labels for points (x, y, text, short text) that overlap no other label, no point, no `fixed` text and
+    none of the `obstacles` (boxes: the whiskers), inside `area`: each tries positions around its point, nearest
+    first, with its text and then its short text; a point whose labels all collide gets none (the legend names
+    it)."""
     marks = [(x - 6, y - 6, x + 6, y + 6) for x, y, _, _ in points]
-    taken = [text_box(t) for t in fixed]
+    taken = [text_box(t) for t in fixed] + list(obstacles)
     placed: list[Text] = []
     offsets = [(8, 4, "start"), (-8, 4, "end"), (0, -9, "middle"), (0, 17, "middle"), (8, -6, "start"),
                (-8, -6, "end"), (8, 14, "start"), (-8, 14, "end")]
-    offsets += [(dx * 2, dy * 2 - (4 if dy > 0 else 0), a) for dx, dy, a in offsets[:4]]
+    offsets += [(dx * k, dy * k - (4 * (k - 1) if dy > 0 else 0), a) for k in (2, 3) for dx, dy, a in offsets[:8]]
     order = sorted(range(len(points)), key=lambda i: (points[i][1], points[i][0]))
     for i in order:
         x, y, text, short = points[i]

@@ -1,16 +1,32 @@
-"""The reference protocols robench ships: the packed records of `results/reference`, `reference-lowres` and
-`reference-qnli` (docs/reference.md), installed with the package as `robench.results`, so a wheel has them
-offline. `reference_runs_dir` gives a protocol's runs directory, unpacked into the cache
-(`robench.core.packed`), for any reader of run records."""
+"""The published reference protocols, and your checkpoint beside them (docs/reference.md).
+
+* `reference_runs_dir(name)`: the records of shipped protocol `name` (`results/reference`, `reference-lowres`,
+  `reference-qnli`), installed with the package as `robench.results` in packed form, so a wheel has them offline;
+  unpacked into the cache (`robench.core.packed`) as a runs directory (one .json and one .csv per run).
+* `protocol_specs`: a given checkpoint's run specs for every attack setting of the protocol's baseline
+  (`robench run --checkpoint DIR --protocol reference`): the same task, attacks, attack parameters, eval
+  sizes and eval seed, so the same examples, as the published runs; each is checked to resolve to the
+  published attack setting before anything runs.
+* `with_reference`: a runs directory that holds the protocol's records and yours at its attack settings
+  (links, not copies), for `robench leaderboard --with-reference` and `robench compare --with-reference`. Your
+  checkpoint is compared with the baseline's seeds by `robench.report.compare.single`.
+"""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 from robench.core.errors import RobenchError
 from robench.core.packed import is_packed, unpack
+from robench.core.paths import Settings
+from robench.core.records import RunRecord, examples_path, iter_records, record_path
+from robench.report.identity import attack_setting_id
+from robench.runs.spec import RunSpec
 
 SHIPPED = ("reference", "reference-lowres", "reference-qnli")
+REFERENCE = "reference"  # the default protocol
+BASELINE = "bert"  # every published protocol's baseline
 
 
 def results_root() -> Path:
@@ -36,3 +52,66 @@ def reference_runs_dir(name: str, cache_dir: Path | None = None) -> Path:
     """The runs directory of shipped protocol `name`: one `.json` record and one `.csv` per run, exactly as the
     grid wrote them, unpacked under `<cache_dir>/unpacked/` (default: the cache directory)."""
     return unpack(reference_results_dir(name), cache_dir)
+
+
+def baseline_records(name: str) -> list[RunRecord]:
+    """The protocol's baseline records, one per attack setting and seed."""
+    records = [r for r in iter_records(reference_runs_dir(name)) if r.spec.get("model") == BASELINE]
+    if not records:
+        raise RobenchError(f"protocol {name!r} has no records of its baseline {BASELINE}")
+    return records
+
+
+def protocol_specs(name: str, checkpoint: str, settings: Settings, label_map: str | None = None,
+                   seeds: tuple[int, ...] = (0,)) -> list[RunSpec]:
+    """The run specs of `checkpoint` under every attack setting of protocol `name`, each checked to resolve to
+    the published setting."""
+    from robench.runs.options import RunOptions, specs
+    from robench.runs.resolve import resolve_run
+
+    firsts: dict[str, RunRecord] = {}
+    for rec in sorted(baseline_records(name), key=lambda r: (r.spec["attack"], r.spec["seed"])):
+        firsts.setdefault(attack_setting_id(rec), rec)
+    out = []
+    for rec in firsts.values():
+        spec = rec.spec
+        options = RunOptions(task=spec["task"], attack=spec["attack"], seeds=seeds, preset="paper",
+                             eval_size="full" if spec.get("eval_size") is None else spec["eval_size"],
+                             eval_seed=spec.get("eval_seed", 0), max_length=spec["train"]["max_length"],
+                             attack_params=spec.get("attack_params") or {}, checkpoint=checkpoint,
+                             label_map=label_map, data_source=spec.get("data_source"))
+        for mine in specs(options, settings):
+            resolved = resolve_run(mine, settings)
+            if _plain(resolved.hyperparameters()["attack"]) != _plain((rec.hyperparameters or {}).get("attack")):
+                raise RobenchError(f"protocol {name!r}: {spec['attack']} resolves here to other parameters than the "
+                                   f"published run {rec.run_id} (a different robench version?); its records would "
+                                   "not be comparable")
+            out.append(mine)
+    return out
+
+
+def with_reference(runs_dir: Path, name: str, into: Path) -> Path:
+    """`into`/runs: links to protocol `name`'s records and to those of `runs_dir` at its attack settings (run
+    pages are written beside them, so `into` must not be a published results folder)."""
+    published = reference_runs_dir(name)
+    settings = {attack_setting_id(r) for r in baseline_records(name)}
+    mine = [r for r in iter_records(runs_dir) if attack_setting_id(r) in settings and r.spec.get("checkpoint")]
+    if not mine:
+        raise RobenchError(f"no run records in {runs_dir} at protocol {name!r}'s settings: run "
+                           f"`robench run --checkpoint DIR --protocol {name}` first")
+    target = into / "runs"
+    target.mkdir(parents=True, exist_ok=True)
+    for stale in target.iterdir():
+        if stale.is_symlink():
+            stale.unlink()
+    for folder, run_ids in ((published, [r.run_id for r in iter_records(published)]),
+                            (runs_dir, [r.run_id for r in mine])):
+        for run_id in run_ids:
+            for source in (record_path(folder, run_id), examples_path(folder, run_id)):
+                if source.is_file():
+                    (target / source.name).symlink_to(source.resolve())
+    return target
+
+
+def _plain(obj):
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))

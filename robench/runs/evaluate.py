@@ -3,109 +3,112 @@
 `model` is one of:
 
 * a path or hub id of a saved sequence classifier (the same as `robench run --checkpoint`);
-* an in-memory Hugging Face `PreTrainedModel` with its `tokenizer`; its identity in the run id is the
-  SHA-256 of its state dict;
+* an in-memory Hugging Face `PreTrainedModel` with its `tokenizer`;
 * any function `list[str] | list[tuple[str, str]] -> logits` (inputs x labels, columns in the task's
   label order unless `label_map` says otherwise). robench cannot hash a function, so you name it
   (`name=`) and the record says the identity is user-declared: a changed function needs a new name.
 
-All three return the same `RunRecord` as `robench.run` and write to the same results directory.
+A classifier's identity is its weights, label names and tokenizer content (`robench.training.weights`): the same
+weights by path, hub id or in memory give one run id and one leaderboard row. All three return the same
+`RunRecord` as `robench.run` and write to the same results directory.
 """
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable
 
 from rich.console import Console
 from torch import nn
 
 from robench.core.device import pick_device
 from robench.core.errors import RobenchError
+from robench.core.locks import file_lock
 from robench.core.paths import Settings, resolve_settings
 from robench.core.records import RunRecord
-from robench.core.registry import ATTACKS
-from robench.data.file_tasks import file_task_definition, is_file_task
 from robench.engine.victim import BaseVictim, CallableVictim, Victim, defended
 from robench.runs import runner
-from robench.runs.presets import DEFAULT_PRESET, get_preset
+from robench.runs.options import RunOptions, specs
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.runner import PreparedModel, dev_accuracy
-from robench.runs.spec import RunSpec, TrainConfig
 from robench.runs.store import RunStore
-from robench.training.given import checkpoint_fields, label_order, module_sha256, parse_label_map
+from robench.training.given import display_name, label_order, parse_label_map
+from robench.training.weights import weights_sha256
 
 ModelFunction = Callable[[list], Any]  # list[str] | list[tuple[str, str]] -> logits
+# the run options that apply to a model robench does not train (robench.runs.options.RunOptions)
+OPTIONS = ("task", "attack", "eval_size", "eval_seed", "seed", "preset", "max_length", "attack_params", "label_map",
+           "text_column", "label_column", "labels", "data_source")
 
 
-def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = None, *, task: str = "sst2",
-             attack: str = "textfooler", eval_size: int | None = None, eval_seed: int = 0, seed: int = 0,
-             name: str | None = None,
-             label_map: str | Mapping[int, str] | None = None, attack_params: dict[str, Any] | None = None,
-             max_length: int = 128, batch_size: int = 64, preset: str = DEFAULT_PRESET,
-             text_column: str | Sequence[str] | None = None,
-             label_column: str | None = None, labels: Sequence[str] | None = None, data_source: str | None = None,
-             settings: Settings | None = None, device: str = "auto", console: Console | None = None,
-             force: bool = False) -> RunRecord:
-    """Attack `model` with `attack` on `eval_size` examples of `task` (chosen by `eval_seed`, the same for every
-    model; None: the preset's, as `robench run --checkpoint` (quick: 30 for search attacks; paper and replays:
-    all)); write and return the record.
+def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = None, *, name: str | None = None,
+             batch_size: int = 64, settings: Settings | None = None, device: str = "auto",
+             console: Console | None = None, force: bool = False, **options: Any) -> RunRecord:
+    """Attack `model` and write and return its run record; a finished run with the same identity is returned as
+    it is (`force=True` redoes it).
 
-    `task` is a registered task, a task file (`*.toml`) or `csv:FILE` with `text_column`, `label_column`
-    and `labels` (see `robench.data.file_tasks`). A finished run with the same identity is returned as it is
-    (`force=True` redoes it).
+    `model`: a checkpoint path or hub id (`tokenizer` must then be None: the checkpoint's own is used), a
+    Hugging Face `PreTrainedModel` with its `tokenizer`, or a function `list[str] -> logits` (`name=` required).
+    `name`: the name the row shows (default: the folder's, or the model config's `_name_or_path`); for a function
+    it is its identity. `batch_size`: inputs per forward pass.
+
+    `options` are `robench run`'s, as in `robench.run(**options)` (`robench.runs.options.RunOptions`):
+    `task` ("sst2"; a registered task, a task file `*.toml`, or `csv:FILE` with `text_column`, `label_column`,
+    `labels`), `attack` ("textfooler"), `eval_size` (None: the preset's, as `robench run --checkpoint`; quick:
+    30 for search attacks, all for replays), `eval_seed` (0: chooses the examples, the same for every model),
+    `seed` (0), `preset`, `max_length` (128), `attack_params`, `label_map` ("0=negative,1=positive" or a dict:
+    which output is which label), `data_source`. Training options do not apply and are refused.
     """
     settings = settings or resolve_settings()
-    if eval_size is None:
-        eval_size = get_preset(preset).eval_size(ATTACKS.get(attack).queries_per_word > 0)
-    fields: dict[str, Any] = dict(task=task, attack=attack, seed=seed, eval_size=eval_size, eval_seed=eval_seed,
-                                  train=TrainConfig(max_length=max_length), attack_params=dict(attack_params or {}),
-                                  data_source=data_source or ("local" if settings.data_dir is not None else "hub"))
-    if is_file_task(task):
-        columns = [text_column] if isinstance(text_column, str) else text_column
-        definition = file_task_definition(task, columns, label_column, labels, settings.cache_dir)
-        fields.update(task=definition["name"], task_source=definition, data_source="local")
+    if unknown := sorted(set(options) - set(OPTIONS)):
+        raise RobenchError(f"robench.evaluate attacks a trained model: option(s) {unknown} do not apply (options: "
+                           f"{', '.join(OPTIONS)})")
+    values = {"attack": "textfooler", **options}
     if isinstance(model, (str, Path)):
-        spec = RunSpec(**fields, **checkpoint_fields(str(model), label_map, settings.cache_dir))
-        return runner.run(spec, settings, device=device, console=console, force=force)
-    fields.update(_identity(model, tokenizer, name, label_map))
-    if not isinstance(model, nn.Module) and attack.startswith("textattack:"):
-        raise RobenchError(f"{attack} runs TextAttack's own model wrapper, which needs a Hugging Face model; "
+        if tokenizer is not None:
+            raise RobenchError("a checkpoint path brings its own tokenizer: drop the tokenizer argument (or pass "
+                               "the loaded model with its tokenizer)")
+        (spec,) = specs(RunOptions.of({**values, "checkpoint": str(model)}), settings)
+        if name:
+            spec = dataclasses.replace(spec, model=display_name(name, spec.checkpoint["weights_sha256"]))
+        return runner.run(spec, settings, device=device, console=console, force=force, batch_size=batch_size)
+    (spec,) = specs(RunOptions.of(values), settings, given=_identity(model, tokenizer, name))
+    if not isinstance(model, nn.Module) and spec.attack.startswith("textattack:"):
+        raise RobenchError(f"{spec.attack} runs TextAttack's own model wrapper, which needs a Hugging Face model; "
                            "a plain function works with robench's recipes (textfooler, bert-attack, advglue)")
-    spec = RunSpec(**fields)
     resolved = resolve_run(spec, settings)
     spec = resolved.spec  # with its data fingerprint: the run id `robench.run` would use
     store = RunStore(settings.runs_dir, spec.run_id)
-    if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
-        return finished
-    torch_device = pick_device(device)
-    victim = _victim(model, tokenizer, resolved, torch_device, max_length, batch_size)
-    resolved = dataclasses.replace(resolved, label_order=tuple(victim.label_order) if victim.label_order else None)
-    prepared = PreparedModel(victim, dev_accuracy(resolved, victim), f"in-memory {spec.checkpoint['kind']}")
-    return runner.attack(resolved, prepared, store, str(torch_device), console, force)
+    with file_lock(store.lock_path, f"waiting for another process running {spec.run_id}"):
+        if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
+            return finished
+        torch_device = pick_device(device)
+        victim = _victim(model, tokenizer, resolved, torch_device, spec.train.max_length, batch_size)
+        resolved = dataclasses.replace(resolved, label_order=tuple(victim.label_order) if victim.label_order
+                                       else None)
+        prepared = PreparedModel(victim, dev_accuracy(resolved, victim), f"in-memory {spec.checkpoint['kind']}")
+        return runner.attack(resolved, prepared, store, str(torch_device), console, force)
 
 
-def _identity(model: Any, tokenizer: Any, name: str | None, label_map: Any) -> dict[str, Any]:
-    """The RunSpec fields that identify an in-memory model or a function."""
-    parsed = parse_label_map(label_map)
-    mapped = {str(k): v for k, v in parsed.items()} if parsed is not None else None
+def _identity(model: Any, tokenizer: Any, name: str | None) -> dict[str, Any]:
+    """The RunSpec fields (`checkpoint`, `model`, `backbone`) that identify an in-memory model or a function."""
     if isinstance(model, nn.Module):
         if getattr(model, "config", None) is None or tokenizer is None:
             raise RobenchError("an nn.Module is evaluated as a Hugging Face sequence classifier: pass a "
                                "PreTrainedModel and its tokenizer, or wrap any other model as a function "
                                "list[str] -> logits")
-        sha = module_sha256(model)
+        sha = weights_sha256(model, tokenizer)
         name = name or Path(str(getattr(model.config, "_name_or_path", "") or "")).name or type(model).__name__
         checkpoint = {"kind": "module", "class": f"{type(model).__module__}.{type(model).__qualname__}",
-                      "sha256": sha, "label_map": mapped}
-        return {"checkpoint": checkpoint, "model": f"module:{name}@{sha[:8]}", "backbone": model.config.model_type}
+                      "weights_sha256": sha}
+        return {"checkpoint": checkpoint, "model": display_name(name, sha), "backbone": model.config.model_type}
     if not callable(model):
         raise RobenchError(f"cannot evaluate a {type(model).__name__}: pass a checkpoint path or hub id, a "
                            "PreTrainedModel with its tokenizer, or a function list[str] -> logits")
     if not name:
         raise RobenchError("name the function you evaluate (name=...): robench cannot hash a function, so the name "
                            "is its identity in the run id and the leaderboard")
-    checkpoint = {"kind": "callable", "name": name, "label_map": mapped,
+    checkpoint = {"kind": "callable", "name": name,
                   "identity": "user-declared: the name stands for the function; rename it when the model changes"}
     return {"checkpoint": checkpoint, "model": f"callable:{name}", "backbone": "-"}
 

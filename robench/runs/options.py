@@ -55,8 +55,10 @@ class RunOptions:
         return cls(**values)
 
 
-def specs(options: RunOptions, settings: Settings) -> list[RunSpec]:
-    """One `RunSpec` per seed: the options, then the preset's values for what was not given."""
+def specs(options: RunOptions, settings: Settings, given: Mapping[str, Any] | None = None) -> list[RunSpec]:
+    """One `RunSpec` per seed: the options, then the preset's values for what was not given. `given`: the
+    RunSpec fields (`checkpoint`, `model`, `backbone`) of an in-memory model or function to attack
+    (`robench.runs.evaluate`), which, like `--checkpoint`, trains nothing."""
     preset, attack = get_preset(options.preset), options.attack
     search_attack = ATTACKS.get(attack).queries_per_word > 0
     train_size = preset.train_size if options.train_size is None else _size(options.train_size)
@@ -74,14 +76,25 @@ def specs(options: RunOptions, settings: Settings) -> list[RunSpec]:
             raise RobenchError("--checkpoint attacks a trained model as it is; drop --model")
         from robench.training.given import checkpoint_fields
 
-        common.update(checkpoint_fields(options.checkpoint, options.label_map, settings.cache_dir),
-                      train=TrainConfig(max_length=options.max_length))  # nothing is trained: only the length matters
-        train_size = None
+        given = checkpoint_fields(options.checkpoint, options.label_map, settings.cache_dir)
+    elif given is not None:
+        given = {**given, "checkpoint": {**given["checkpoint"], "label_map": _label_map(options.label_map)}}
+    if given is not None:
+        common.update(given, train=TrainConfig(max_length=options.max_length))  # nothing is trained: only the
+        train_size = None  # input length matters
     elif options.label_map is not None:
         raise RobenchError("--label-map names a checkpoint's outputs: use it with --checkpoint")
     return [RunSpec(attack=attack, seed=seed, train_size=train_size, eval_size=eval_size, eval_seed=options.eval_seed,
                     model_params=dict(options.model_params), attack_params=dict(options.attack_params), **common)
             for seed in options.seeds]
+
+
+def _label_map(label_map: str | Mapping[int, str] | None) -> dict[str, str] | None:
+    """A label map as a spec records it: `{"0": "negative", ...}` (None: the model's own label names)."""
+    from robench.training.given import parse_label_map
+
+    parsed = parse_label_map(label_map)
+    return {str(k): v for k, v in parsed.items()} if parsed is not None else None
 
 
 def _size(value: int | str) -> int | str | None:

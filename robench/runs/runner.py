@@ -22,6 +22,7 @@ from robench.data.loading import load_split, subset_indices, texts_of
 from robench.engine.metrics import textattack_metrics
 from robench.engine.victim import BaseVictim, ModelFailure, accuracy
 from robench.engine.words import join_fields
+from robench.runs import chance
 from robench.runs.estimate import CostEstimate, estimate
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.spec import RunSpec
@@ -99,13 +100,13 @@ def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
 
 
 def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", console: Console | None = None,
-        force: bool = False, on_estimate: OnEstimate | None = None) -> RunRecord:
+        force: bool = False, on_estimate: OnEstimate | None = None, batch_size: int | None = None) -> RunRecord:
     """Run `spec` end to end and write its record; return the finished record if there is one.
 
     The run id is that of the resolved spec (with its data fingerprint). A second process running the same
     spec waits for the first, then returns its record. `on_estimate` receives the cost estimate of the
     remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
-    calibration to estimate from)."""
+    calibration to estimate from). `batch_size`: inputs per forward pass of a given checkpoint (default 64)."""
     settings = settings or resolve_settings()
     resolved = resolve_run(spec, settings)
     spec = resolved.spec
@@ -115,18 +116,18 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     with file_lock(store.lock_path, f"waiting for another process running {spec.run_id}"):
         if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
             return finished
-        return _run(resolved, store, device, console, force, on_estimate)
+        return _run(resolved, store, device, console, force, on_estimate, batch_size)
 
 
 def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console | None, force: bool,
-         on_estimate: OnEstimate | None) -> RunRecord:
+         on_estimate: OnEstimate | None, batch_size: int | None = None) -> RunRecord:
     torch_device = pick_device(device)
-    model = prepare_model(resolved, torch_device, console, on_estimate)
+    model = prepare_model(resolved, torch_device, console, on_estimate, batch_size)
     return attack(resolved, model, store, str(torch_device), console, force)
 
 
 def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None = None,
-                  on_estimate: OnEstimate | None = None) -> PreparedModel:
+                  on_estimate: OnEstimate | None = None, batch_size: int | None = None) -> PreparedModel:
     """The model `resolved` attacks, ready to query: fine-tuned (or its cached checkpoint) or the given one."""
     spec, settings = resolved.spec, resolved.settings
     start = time.perf_counter()
@@ -143,8 +144,9 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
                                "train_examples_per_second": trained.record["train_examples_per_second"]},
                               trained.record.get("train_examples"))
     else:
+        sized = {"batch_size": batch_size} if batch_size is not None else {}
         victim = load_victim(spec.checkpoint["location"], torch_device, label_order=resolved.label_order,
-                             max_length=spec.train.max_length, settings=settings)
+                             max_length=spec.train.max_length, settings=settings, **sized)
         model = PreparedModel(victim, dev_accuracy(resolved, victim), spec.checkpoint["location"])
     model.timings["train_stage_seconds"] = time.perf_counter() - start
     return model
@@ -190,6 +192,7 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     _require_results(results)
     metrics = (recipe.summarize or _default_summary)(results, ctx, resolved.attack_params)
     metrics["dev_accuracy"] = model.dev_accuracy
+    metrics["chance"] = chance_checks(resolved, results, metrics)
     certify = getattr(model.victim, "certify", None)
     if callable(certify):  # a certified defence (SAFER): its certified-robust accuracy on the attacked examples
         metrics.update(certify(texts_of(eval_data, task), [int(y) for y in eval_data["label"]]))
@@ -222,6 +225,17 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     )
     store.finish(record, results)
     return record
+
+
+def chance_checks(resolved: ResolvedRun, results: list[ExampleResult], metrics: dict[str, Any]) -> list[dict]:
+    """The record's `metrics.chance`: dev and clean accuracy against their majority-class rates
+    (`robench.runs.chance`)."""
+    dev = load_split(resolved.task, "eval", resolved.settings.data_dir, resolved.spec.data_source)
+    checks = [chance.check("dev", metrics["dev_accuracy"], [int(y) for y in dev["label"]])]
+    if metrics.get("clean_accuracy") is not None:
+        labels = [r.label for r in results if r.status != "error"]
+        checks.append(chance.check("clean", metrics["clean_accuracy"], labels))
+    return [c.to_dict() for c in checks if c is not None]
 
 
 def validity_audit(results: list[ExampleResult], settings: Settings, attack_resources: dict[str, Any]

@@ -45,8 +45,9 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        identity = {k: v for k, v in self.to_dict().items() if v is not None or k not in OPTIONAL}
-        return f"{slug(f'{self.task}-{self.model}-{self.attack}-s{self.seed}')}-{content_hash(identity)}"
+        identity = identity_view({k: v for k, v in self.to_dict().items() if v is not None or k not in OPTIONAL})
+        model = identity["model"]
+        return f"{slug(f'{self.task}-{model}-{self.attack}-s{self.seed}')}-{content_hash(identity)}"
 
     @property
     def trains(self) -> bool:
@@ -55,6 +56,19 @@ class RunSpec:
 
 
 OPTIONAL = ("checkpoint", "task_source")  # left out of the run id when unset, so older run ids stay valid
+
+
+def identity_view(spec: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a run of `spec` (a spec dict): a given model identified by its weights
+    (`robench.training.weights`) is those weights and its label map, whatever its name, path or route
+    (`--checkpoint DIR`, `robench.evaluate(model, tokenizer)`); its model is `weights@<8 hex>`. Other specs
+    (robench-trained models, older records, functions) are their own identity."""
+    given = spec.get("checkpoint") or {}
+    if not given.get("weights_sha256"):
+        return spec
+    sha = given["weights_sha256"]
+    return {**spec, "model": f"weights@{sha[:8]}",
+            "checkpoint": {"weights_sha256": sha, "label_map": given.get("label_map")}}
 
 
 def slug(text: str) -> str:

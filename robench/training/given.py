@@ -7,7 +7,6 @@ explicit label map.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -19,6 +18,7 @@ from robench.core.errors import RobenchError
 from robench.core.hashing import files_sha256
 from robench.core.types import Task
 from robench.engine.victim import BaseVictim, Victim, defended
+from robench.training.weights import folder_weights_sha256
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")  # the first pattern that matches names the weight files
 HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors"]  # config, tokenizer, weights (.bin only without)
@@ -46,8 +46,9 @@ def checkpoint_dir(location: str) -> Path:
 
 
 def describe_checkpoint(location: str, cache_dir: Path | None = None) -> dict[str, Any]:
-    """What a RunSpec records about a checkpoint: where it is and one hash of its weight, config and tokenizer
-    files (a robench checkpoint's training.json left out)."""
+    """What a RunSpec records about a checkpoint: where it is and its identity, the hash of its weights, label
+    names and tokenizer content (`robench.training.weights`; the same weights in memory get the same), cached
+    by the hash of its weight, config and tokenizer files (a robench checkpoint's training.json left out)."""
     folder = checkpoint_dir(location)
     weights = next((files for pattern in WEIGHTS if (files := sorted(folder.glob(pattern)))), [])
     if not weights:
@@ -55,23 +56,15 @@ def describe_checkpoint(location: str, cache_dir: Path | None = None) -> dict[st
     others = [p for pattern in ("*.json", "*.txt", "*.model") for p in folder.glob(pattern)
               if p.name != "training.json"]
     local = Path(location).expanduser()
+    sha = folder_weights_sha256(folder, files_sha256(weights + others, cache_dir), cache_dir)
     return {"kind": "checkpoint", "location": str(local.resolve()) if local.is_dir() else location,
-            "sha256": files_sha256(weights + others, cache_dir)}
+            "weights_sha256": sha}
 
 
-def module_sha256(model: torch.nn.Module) -> str:
-    """The hash of an in-memory model's state dict (names, dtypes, shapes and values)."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        tensor = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
-
-
-def display_name(location: str, sha256: str) -> str:
-    """`checkpoint:<folder name>@<first 8 hex of the weights' hash>`: one leaderboard row per set of weights."""
-    return f"checkpoint:{Path(location).name or location}@{sha256[:8]}"
+def display_name(name: str, sha256: str) -> str:
+    """`checkpoint:<name>@<first 8 hex of the weights' identity>`: the name a leaderboard row shows (the run id
+    and the row's identity leave the name out: `robench.runs.spec.identity_view`)."""
+    return f"checkpoint:{Path(name).name or name}@{sha256[:8]}"
 
 
 def register_architectures() -> None:
@@ -185,10 +178,11 @@ def load_victim(location: str | Path, device: torch.device, label_order: Sequenc
 
 
 def checkpoint_fields(location: str, label_map: str | Mapping[int, str] | None = None,
-                      cache_dir: Path | None = None) -> dict[str, Any]:
-    """The RunSpec fields (`checkpoint`, `model`, `backbone`) of a run that attacks the checkpoint at `location`."""
+                      cache_dir: Path | None = None, name: str | None = None) -> dict[str, Any]:
+    """The RunSpec fields (`checkpoint`, `model`, `backbone`) of a run that attacks the checkpoint at `location`;
+    `name` (default: the folder's) is the name its row shows."""
     described = describe_checkpoint(location, cache_dir)
     parsed = parse_label_map(label_map)
     described["label_map"] = {str(k): v for k, v in parsed.items()} if parsed is not None else None
-    return {"checkpoint": described, "model": display_name(described["location"], described["sha256"]),
+    return {"checkpoint": described, "model": display_name(name or described["location"], described["weights_sha256"]),
             "backbone": load_config(location).model_type}
