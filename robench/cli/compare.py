@@ -15,13 +15,14 @@ def add_parser(sub) -> None:
 
 
 def cmd_compare(args) -> None:
-    from robench.report.compare import compare, group_settings
+    from robench.report.compare import compare, group_settings, nothing_compared
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
 
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, read_only=True)  # compare writes nothing
     records = load_records(settings.runs_dir)
-    found = compare(group_settings(records.current), settings.runs_dir, args.baseline)
+    groups = group_settings(records.current)
+    found = compare(groups, settings.runs_dir, args.baseline)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
                         f"examples (95% t interval and p-value under crossed seed x example effects; Holm over the "
@@ -44,7 +45,7 @@ def cmd_compare(args) -> None:
                       f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
     Console(width=200).print(table)
     if not found:
-        print(f"no other model has runs at a setting where {args.baseline} has")
+        print(nothing_compared(groups, args.baseline))
     else:
         print(f"family: {family} comparisons with a p-value, Holm-adjusted together; p-values are closed-form "
               "(t distribution), so they carry no Monte-Carlo error and no verdict depends on a random seed")

@@ -132,6 +132,16 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str) -> list[Comp
     return with_holm(out)
 
 
+def nothing_compared(settings: list[Setting], baseline: str) -> str:
+    """Why `compare` found nothing: no other model at a setting of the baseline, or no shared seed and example."""
+    peers = {s.peer for s in settings if s.spec["model"] == baseline}
+    if any(s.spec["model"] != baseline and s.peer in peers for s in settings):
+        return (f"no shared examples: the models at a setting where {baseline} has runs share no training seed "
+                f"with an attacked example in common with {baseline}'s (pairs are seed with seed, example with "
+                "example)")
+    return f"no other model has runs at a setting where {baseline} has"
+
+
 def with_holm(comparisons: list[Comparison]) -> list[Comparison]:
     """`comparisons` with their Holm-adjusted p-values over the family of those that have a p-value."""
     tested = [i for i, c in enumerate(comparisons) if not math.isnan(c.p_value)]
