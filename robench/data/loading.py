@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from robench.core.errors import RobenchError
+from robench.core.hashing import file_sha256
 from robench.core.registry import TASKS
 from robench.core.text import excerpt, excerpts
 from robench.core.types import Source, Split, Task
@@ -144,9 +145,23 @@ def _require(data_dir: Path | None) -> Path:
     return data_dir
 
 
-@functools.lru_cache(maxsize=32)
 def load_split(task: Task, split: Split, data_dir: Path | None, source: Source):
-    """Load and validate one split of `task` (memoised: datasets are never modified in place)."""
+    """Load and validate one split of `task`, memoised by the content of the files it reads (their SHA-256, as in
+    the run id), so a long-lived process never serves old rows after a file changed (datasets are never modified
+    in place). A task from files is a new `Task` for each definition, and its definition holds its files' hashes."""
+    return _load_split(task, split, data_dir, source, _content_key(task, data_dir, source))
+
+
+def _content_key(task: Task, data_dir: Path | None, source: Source) -> tuple[str | None, ...]:
+    """The SHA-256 of each data-dir file `task` reads (`Task.data_files`); None for a file that is not there (the
+    loader reports it)."""
+    if source != "local" or not task.uses_data_dir or data_dir is None:
+        return ()
+    return tuple(file_sha256(data_dir / name) if (data_dir / name).is_file() else None for name in task.data_files)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_split(task: Task, split: Split, data_dir: Path | None, source: Source, content: tuple[str | None, ...]):
     if not task.uses_data_dir:
         ds = task.local(None, split)
     else:
