@@ -72,8 +72,12 @@ def _read(path: Path, builder: str, **kwargs):
     require_data_file(path, text=builder in ("csv", "json", "text"))
     datasets.disable_progress_bars()
     datasets.utils.logging.set_verbosity_error()  # its "Failed to read file" line would be a second error line
+    # datasets keeps what it parsed under a key of the file's path and modification time; a folder per content
+    # hash keeps it from serving old rows for a file edited in place (same size and time)
+    by_content = Path(datasets.config.HF_DATASETS_CACHE) / "robench-by-content" / file_sha256(path)[:32]
     try:
-        return datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True, **kwargs)
+        return datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True,
+                                     cache_dir=str(by_content), **kwargs)
     except Exception as exc:  # pandas / arrow errors on malformed files
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "corresponds to no data" in reason:  # datasets' words for a file with a header and no rows
