@@ -10,7 +10,8 @@ Two tables, written by one call (`write_leaderboard`):
 * `settings.{csv,md}`: one row per **setting** (the whole spec but the training seed), for machines: the long
   table the checkpoint table is pivoted from; rows of one checkpoint share `model_setting_id`.
 
-`leaderboard.csv` columns. Per checkpoint: `task`, `rank` (1 = best; equal values share a rank; empty
+`leaderboard.csv` columns. Per checkpoint: `task` (`NAME@DATA` where records of one task name read different
+data: `task_names`), `rank` (1 = best; equal values share a rank; empty
 without a value or while some attack setting of its task has no result for it), `rank_by`
 (`worst_case_accuracy`, or `lowest_robust_accuracy` where some complete checkpoint of the task has no worst
 case), `rank_accuracy` (the value ranked by), `model`, `model_label` (what its setting differs in from the
@@ -36,7 +37,8 @@ checkpoint, and the analysis columns.
 Clean accuracy, accuracy under attack, attack success rate and the worst case get 95% intervals over seeds x
 examples from the per-example CSVs, and with a baseline model each setting gets the paired difference in
 accuracy under attack, its Holm-adjusted p-value over the family and the verdict (`robench.report.compare`,
-docs/statistics.md). Records of an older format are skipped, and one record is kept per (setting, seed), the
+docs/statistics.md). Records that do not verify (`robench.report.verify`) are skipped with a warning, records of
+an older format are skipped, and one record is kept per (setting, seed), the
 newest (`Records.note` says how many, and where).
 
 Units: every accuracy, drop and rate in both CSVs is a fraction in [0, 1] (the Markdown shows them in percent);
