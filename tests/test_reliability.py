@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -131,12 +130,13 @@ def test_empty_data_dir_fails_instead_of_returning_the_old_record(capsys, base, 
     assert "missing data file" in _one_error(capsys, "run", *base)
 
 
-def test_fingerprint_cache_is_keyed_by_size_and_mtime_and_survives_damage(tmp_path, caplog):
+def test_fingerprint_cache_is_keyed_by_size_and_mtime_and_survives_damage(tmp_path, caplog, monkeypatch):
+    import robench.core.hashing
+
+    monkeypatch.setattr(robench.core.hashing, "SETTLE_SECONDS", 0)  # cache this new file (else racy: not cached)
     data, cache = tmp_path / "data", tmp_path / "cache"
     (data / "t").mkdir(parents=True)
     (data / "t" / "a.tsv").write_text("x\n")
-    minute_ago = time.time_ns() - 60_000_000_000  # a file changed in the last 2 s is never cached (racy)
-    os.utime(data / "t" / "a.tsv", ns=(minute_ago, minute_ago))
     first = files_fingerprint(data, ["t/a.tsv"], cache)
     (cache / CACHE_FILE).write_bytes(b"\xff\x00 not json")
     with caplog.at_level(logging.WARNING, "robench"):

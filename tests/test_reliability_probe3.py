@@ -420,7 +420,7 @@ def test_a_long_lived_process_reads_a_changed_data_file_again(settings, tmp_path
 
 # --- fault injection: one byte of a cached artefact's input changed, the cache is not served ------------------
 
-def _flip_one_byte(path: Path, keep_times: bool = True) -> None:
+def _flip_one_byte(path: Path) -> None:
     """Change one byte of `path` (a letter's case, so the size is kept), restoring its modification time as
     `cp -p` or an unpacked archive would: only the content tells."""
     data = bytearray(path.read_bytes())
@@ -428,16 +428,7 @@ def _flip_one_byte(path: Path, keep_times: bool = True) -> None:
     data[at] = ord(chr(data[at]).swapcase())
     before = path.stat()
     path.write_bytes(bytes(data))
-    if keep_times:
-        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-
-
-def _settled(path: Path) -> None:
-    """Date `path` a minute back, as a file written before this process started (the hash caches trust only
-    files older than `robench.core.hashing.SETTLE_SECONDS`)."""
-    for file in [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]:
-        stat = file.stat()
-        os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns - 60_000_000_000))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 def _private(settings, tmp_path):
@@ -448,7 +439,6 @@ def _private(settings, tmp_path):
         shutil.copytree(settings.data_dir / part, private / part)
     for part in ("mr", "counterfitted", "nltk_data"):
         (private / part).symlink_to(settings.data_dir / part)
-    _settled(private / "sst2")
     return resolve_settings(private, settings.cache_dir, settings.results_dir)
 
 
@@ -509,7 +499,6 @@ def _given_checkpoint(settings, tmp_path, backbone):
     from robench.training.given import checkpoint_fields
 
     clf = _classifier(backbone, tmp_path / "clf")
-    _settled(clf)
     return clf / "model.safetensors", lambda: checkpoint_fields(str(clf), cache_dir=settings.cache_dir)["checkpoint"]
 
 
@@ -519,7 +508,6 @@ def _synonym_table_key(settings, tmp_path, backbone):
 
     copy = tmp_path / "data" / "counterfitted-copy"
     shutil.copytree(settings.data_dir / "counterfitted", copy)
-    _settled(copy)
     return copy / "mrksic_ppdb_antonyms.txt", lambda: inputs_digest(settings, [copy / Path(rel).name for rels in
                                                                                  CONSTRAINTS.values() for rel in rels])
 
@@ -528,7 +516,6 @@ def _run_record(settings, tmp_path, backbone):
     from robench.report.leaderboard import load_records
 
     record = _evaluated(settings, tmp_path)
-    _settled(settings.runs_dir)
 
     def served():
         try:
@@ -546,10 +533,27 @@ CACHES = {"file hash (sha256.json and in memory)": _file_hash, "a loaded split (
 
 
 @pytest.mark.parametrize("cache", list(CACHES))
-def test_a_cache_is_never_served_for_an_input_one_byte_different(settings, tmp_path, tiny_backbone, cache):
+def test_a_cache_is_never_served_for_an_input_one_byte_different(settings, tmp_path, tiny_backbone, cache,
+                                                                 monkeypatch):
+    import robench.core.hashing
+
+    # every file here is new: without this, the hash caches would not keep them at all (the racy rule), and only
+    # hashing afresh would be tested; with it, the cached digests must be refused by the stamp (ctime, inode)
+    monkeypatch.setattr(robench.core.hashing, "SETTLE_SECONDS", 0)
     settings = _private(settings, tmp_path)
     path, served = CACHES[cache](settings, tmp_path, tiny_backbone)
     before = served()
     assert served() == before  # the cache is used while nothing changed
     _flip_one_byte(path)
     assert served() != before, cache
+
+
+def test_a_file_changed_in_the_last_seconds_is_hashed_afresh_not_cached(tmp_path):
+    from robench.core.hashing import CACHE_FILE, file_sha256
+
+    path = tmp_path / "a.tsv"
+    path.write_text("x\n")
+    digest = file_sha256(path, tmp_path / "cache")
+    assert not (tmp_path / "cache" / CACHE_FILE).exists()  # racy: an edit in this clock tick may keep its stamp
+    path.write_text("y\n")  # same size, perhaps the same mtime
+    assert file_sha256(path, tmp_path / "cache") != digest
