@@ -226,13 +226,17 @@ def test_deletion_importances_and_concentration_on_a_fake_victim():
 def _write_run_and_analysis(results, model, seed, flip, cka):
     from robench.core.files import atomic_write
     from robench.core.records import RunRecord
+    from robench.core.types import ExampleResult
+    from robench.runs.spec import RunSpec
+    from robench.runs.store import RunStore
 
-    spec = {"task": "sst2", "model": model, "attack": "advglue", "backbone": "minilm", "seed": seed,
-            "train_size": 4000}
-    run = RunRecord(run_id=f"{model}-{seed}", spec=spec, hyperparameters={}, resources={},
+    spec = RunSpec(task="sst2", model=model, attack="advglue", backbone="minilm", seed=seed, train_size=4000)
+    examples = [ExampleResult(0, 1, "a", "a", 1, 1, "failed"), ExampleResult(1, 1, "b", "b", 1, 0, "successful")]
+    run = RunRecord(run_id=spec.run_id, spec=spec.to_dict(), hyperparameters={}, resources={},
                     metrics={"robust_accuracy": 0.5, "dev_accuracy": 0.8}, timings={"train_seconds": 1.0},
-                    checkpoint="x")
-    atomic_write(results / "runs" / f"{model}-{seed}.json", json.dumps(asdict(run)))
+                    checkpoint="x")  # a run id that hashes from its spec, metrics its per-example CSV gives back
+    RunStore(results / "runs", spec.run_id).finish(run, examples)
+    spec = spec.to_dict()
     rec = AnalysisRecord(analysis_id=f"a-{model}-{seed}", run_id=run.run_id, spec=spec, config={},
                          metrics={"examples": 10, "shuffle_flip_rate": flip, "cka_mean": cka}, cka_per_layer=[cka],
                          resources={}, timings={}, checkpoint="x")

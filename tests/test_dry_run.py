@@ -1,6 +1,6 @@
-"""`--dry-run` answers fast: the calibration behind the estimate is cached by the cost-relevant setting (with a
-staleness rule), a dry run without one says that it calibrates and how long it took, the whole answer is cached
-while nothing it depends on changed, and `--no-estimate` skips the estimate."""
+"""`--dry-run`: the calibration behind the estimate is cached by the cost-relevant setting and the data's content
+(with a staleness rule), a dry run without one says that it calibrates and how long it took, and `--no-estimate`
+skips the estimate."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,7 @@ def _dry_run(capsys, settings, backbone, *extra):
     return capsys.readouterr()
 
 
-def test_a_dry_run_calibrates_once_then_answers_from_its_cache(capsys, settings, tiny_backbone, tmp_path):
+def test_a_dry_run_calibrates_once_per_data_then_reuses_its_calibration(capsys, settings, tiny_backbone, tmp_path):
     import shutil
 
     from robench.core.paths import resolve_settings
@@ -31,15 +31,17 @@ def test_a_dry_run_calibrates_once_then_answers_from_its_cache(capsys, settings,
     assert "calibrated in " in first.err and "estimate on cpu: train ~" in first.out
     assert list((settings.cache_dir / "estimates").glob("*.json"))  # the dry run caches its calibration
     second = _dry_run(capsys, settings, tiny_backbone)
-    assert second.out == first.out and "cached answer of an identical dry run" in second.err
     assert "calibrating" not in second.err
+    assert _run_id(second.out) == _run_id(first.out)
 
-    data = settings.data_dir / "sst2" / "dev.tsv"  # the data changed: resolved again (the calibration is kept)
+    data = settings.data_dir / "sst2" / "dev.tsv"  # the data changed: a new run id, and a calibration of its own
     data.write_text(data.read_text() + "a new sentence .\t1\n")
     third = _dry_run(capsys, settings, tiny_backbone)
-    assert "cached answer" not in third.err and "calibrating" not in third.err
-    assert json.loads(third.out[:third.out.index("\ncheckpoint:")])["run_id"] != \
-        json.loads(first.out[:first.out.index("\ncheckpoint:")])["run_id"]
+    assert "calibrating" in third.err and _run_id(third.out) != _run_id(first.out)
+
+
+def _run_id(out: str) -> str:
+    return json.loads(out[:out.index("\ncheckpoint:")])["run_id"]
 
 
 def test_no_estimate_skips_the_calibration(capsys, settings, tiny_backbone):

@@ -118,19 +118,15 @@ def test_duplicate_records_of_a_seed_are_resolved_and_reported(tmp_path, capsys)
     import dataclasses
 
     from robench.core.files import atomic_write
+    from robench.core.records import with_manifest
 
     runs = tmp_path / "runs"
     old = fake_run(runs, ["failed"] * 10, seed=0)
     fake_run(runs, ["failed"] * 10, seed=1)
-    new = fake_run(runs, ["successful"] * 10, seed=0, attack_params={"k": 20})
-    newer = dataclasses.replace(new, run_id=old.run_id + "-again", created="2026-02-01T00:00")
+    # the default k (50) given explicitly: another run id (each hashing from its own spec), the same setting
+    new = fake_run(runs, ["successful"] * 10, seed=0, attack_params={"k": 50})
+    newer = with_manifest(dataclasses.replace(new, created="2026-02-01T00:00"), runs)
     atomic_write(runs / f"{newer.run_id}.json", json.dumps(dataclasses.asdict(newer)))
-    (runs / f"{newer.run_id}.csv").write_bytes((runs / f"{new.run_id}.csv").read_bytes())
-    (runs / f"{new.run_id}.json").unlink()
-    newer_json = json.loads((runs / f"{newer.run_id}.json").read_text())
-    newer_json["spec"] = json.loads((runs / f"{old.run_id}.json").read_text())["spec"]
-    newer_json["hyperparameters"] = json.loads((runs / f"{old.run_id}.json").read_text())["hyperparameters"]
-    atomic_write(runs / f"{newer.run_id}.json", json.dumps(newer_json))
     records = load_records(runs)
     assert records.duplicates == ((old.run_id, newer.run_id),)
     table, _, _ = write_leaderboard(tmp_path)

@@ -378,16 +378,21 @@ def test_word_diff_marks_swaps_insertions_and_deletions():
 
 def test_show_filters_by_outcome(capsys, settings, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
+    import dataclasses
+
     from robench.core.records import RunRecord
     from robench.core.types import ExampleResult
+    from robench.engine.metrics import textattack_metrics
+    from robench.runs.spec import RunSpec
     from robench.runs.store import RunStore
 
-    store = RunStore(settings.runs_dir, "sst2-demo-textfooler-s0-abc")
+    spec = RunSpec(task="sst2", model="demo", attack="textfooler", seed=0)  # a record's id hashes from its spec
+    store = RunStore(settings.runs_dir, spec.run_id)
     results = [ExampleResult(0, 1, "a fine film", "a decent film", 1, 0, "successful", 12, 3, 1),
                ExampleResult(1, 0, "a dull film", "a dull film", 1, 1, "skipped", 1, 3, 0),
                ExampleResult(2, 1, "a great film", "a big film", 1, 1, "failed", 30, 3, 1)]
-    store.finish(RunRecord("sst2-demo-textfooler-s0-abc", {"task": "sst2", "model": "demo", "attack": "textfooler",
-                                                           "seed": 0}, {}, {}, {}, {}, ""), results)
+    metrics = {k: v for k, v in dataclasses.asdict(textattack_metrics(results)).items() if k != "extra"}
+    store.finish(RunRecord(spec.run_id, spec.to_dict(), {}, {}, metrics, {}, ""), results)
     code, out, err = _cli(capsys, "show", "sst2-demo", "--outcome", "successful", "--results-dir",
                           settings.results_dir)
     assert code == 0, err

@@ -140,6 +140,17 @@ def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, t
     assert not (settings.cache_dir / "checkpoints").exists()  # the real runs used a scratch cache
 
 
+def test_bench_estimate_times_a_first_and_a_second_dry_run(capsys, settings, tiny_backbone):
+    from robench.bench.estimate import DRY_RUN_TARGET, EstimateBenchOptions, dry_run_bench
+
+    options = EstimateBenchOptions(models=("bert",), attack="advglue", backbone=str(tiny_backbone), train_size=32,
+                                   eval_size=4, device="cpu", dry_run=True)
+    (row,) = dry_run_bench(options, settings)
+    assert row["model"] == "bert" and row["first"] > 0 and row["again"] > 0 and row["target"] == DRY_RUN_TARGET
+    assert "first (calibrates)" in capsys.readouterr().out
+    assert not (settings.cache_dir / "estimates").exists()  # the dry runs used a scratch cache
+
+
 def test_calibration_queries_look_like_an_attacks():
     from robench.runs.estimate import leave_one_out
 

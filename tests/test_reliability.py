@@ -130,7 +130,10 @@ def test_empty_data_dir_fails_instead_of_returning_the_old_record(capsys, base, 
     assert "missing data file" in _one_error(capsys, "run", *base)
 
 
-def test_fingerprint_cache_is_keyed_by_size_and_mtime_and_survives_damage(tmp_path, caplog):
+def test_fingerprint_cache_is_keyed_by_size_and_mtime_and_survives_damage(tmp_path, caplog, monkeypatch):
+    import robench.core.hashing
+
+    monkeypatch.setattr(robench.core.hashing, "SETTLE_SECONDS", 0)  # cache this new file (else racy: not cached)
     data, cache = tmp_path / "data", tmp_path / "cache"
     (data / "t").mkdir(parents=True)
     (data / "t" / "a.tsv").write_text("x\n")

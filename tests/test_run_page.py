@@ -11,9 +11,11 @@ from test_leaderboard_page import REPO, browser  # noqa: F401  (the session's he
 from robench.cli import main
 from robench.core.records import RunRecord
 from robench.core.types import ExampleResult
+from robench.runs.spec import RunSpec
 from robench.runs.store import RunStore
 
-RUN_ID = "sst2-bert-textfooler-s0-0123456789ab"
+SPEC = RunSpec(task="sst2", model="bert", attack="textfooler", backbone="minilm", seed=0, train_size=100)
+RUN_ID = SPEC.run_id  # a record's run id hashes from its spec, or reports skip it
 EXAMPLES = [
     ExampleResult(0, 1, "a fine, moving film .", "a decent, moving film .", 1, 0, "successful", 12, 4, 1),
     ExampleResult(1, 0, "a dull film", "a dull film", 1, 1, "skipped", 1, 3, 0),
@@ -24,8 +26,7 @@ EXAMPLES = [
 
 
 def write_run(runs_dir: Path) -> None:
-    spec = {"task": "sst2", "model": "bert", "attack": "textfooler", "backbone": "minilm", "seed": 0,
-            "train_size": 100}
+    spec = SPEC.to_dict()
     metrics = {"dev_accuracy": 0.8, "clean_accuracy": 0.75, "robust_accuracy": 0.25, "attack_success_rate": 2 / 3,
                "avg_queries": 27.3}
     record = RunRecord(RUN_ID, spec, {}, {}, metrics, {"train_seconds": 5.0}, "ckpt")

@@ -60,6 +60,7 @@ def protocol(settings, tiny_backbone, tmp_path, monkeypatch):
                         lambda name: published if name == "toy" else pytest.fail(name))
     # the tiny random checkpoint is at chance; the comparison is what is tested here (test_chance.py: the flag)
     monkeypatch.setattr("robench.report.untrained.untrained_runs", lambda *args, **kwargs: {})
+    monkeypatch.setattr("robench.report.leaderboard.untrained_runs", lambda *args, **kwargs: {})
     return ckpt
 
 

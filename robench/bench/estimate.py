@@ -5,6 +5,10 @@ on this device), then the same spec runs for real in a scratch cache (nothing re
 resources are shared) and the measured stage times are printed beside the estimated ones with their ratio.
 The defaults train real classifiers (1,000 SST-2 examples, one epoch): the estimate's queries per word were
 measured against real classifiers, and is only meant for them.
+
+`robench bench estimate --dry-run` times the answer instead: for each model, `robench run ... --dry-run` as a
+new process with a fresh cache (first: no calibration cached, so it calibrates), then the same command again
+(calibration cached), wall-clock seconds from process start to exit, against the `DRY_RUN_TARGET`.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from robench.runs.presets import PRESETS
 from robench.runs.spec import RunSpec, TrainConfig
 
 QUICK = PRESETS["quick"]
+DRY_RUN_TARGET = 15.0  # seconds: the first, uncached `--dry-run` of a newcomer (issue 45)
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class EstimateBenchOptions:
     seed: int = 0
     data_source: str | None = None
     device: str = "auto"
+    dry_run: bool = False  # time `robench run --dry-run` (first and again) instead of estimating and running
 
     def spec(self, model: str, settings: Settings) -> RunSpec:
         source = self.data_source or ("local" if settings.data_dir is not None else "hub")
@@ -68,6 +74,49 @@ def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: C
                             (guess.attack_seconds / guess.attack_queries))
     _print(rows, options, device)
     return rows
+
+
+def dry_run_bench(options: EstimateBenchOptions, settings: Settings) -> list[dict]:
+    """Wall seconds of `robench run --dry-run` for each model as a new process, with a fresh cache (it calibrates)
+    and then again (calibration cached); prints a table against `DRY_RUN_TARGET` and returns its rows."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="robench-bench-dry-run-") as tmp:
+        scratch = _scratch_settings(settings, Path(tmp))
+        for model in options.models:
+            times = [_timed_dry_run(options, model, scratch) for _ in ("first", "again")]
+            rows.append({"model": model, "first": times[0], "again": times[1], "target": DRY_RUN_TARGET})
+    table = Table(title=f"robench run --dry-run ({options.task}, {options.attack}, train {options.train_size}, "
+                        f"eval {options.eval_size}, device {options.device}): wall seconds, new process")
+    for col in ("model", "first (calibrates)", "again (calibration cached)", f"first <= {DRY_RUN_TARGET:.0f} s"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for r in rows:
+        table.add_row(r["model"], f"{r['first']:.1f}", f"{r['again']:.1f}", "yes" if r["first"] <= r["target"]
+                      else "no")
+    Console().print(table)
+    return rows
+
+
+def _timed_dry_run(options: EstimateBenchOptions, model: str, settings: Settings) -> float:
+    import subprocess
+    import sys
+    import time
+
+    from robench.core.errors import RobenchError
+
+    spec = options.spec(model, settings)
+    argv = [sys.executable, "-m", "robench.cli", "run", "--model", model, "--task", spec.task, "--attack",
+            spec.attack, "--backbone", spec.backbone, "--train-size", str(spec.train_size), "--eval-size",
+            str(spec.eval_size), "--epochs", str(spec.train.epochs), "--seed", str(spec.seed), "--device",
+            options.device, "--data-source", spec.data_source, "--cache-dir", str(settings.cache_dir),
+            "--results-dir", str(settings.results_dir), "--dry-run"]
+    if settings.data_dir is not None:
+        argv += ["--data-dir", str(settings.data_dir)]
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RobenchError(f"the dry run of {model} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return seconds
 
 
 def _scratch_settings(settings: Settings, tmp: Path) -> Settings:

@@ -5,7 +5,6 @@ import argparse
 import importlib
 import logging
 import os
-import sys
 from typing import Sequence
 
 from rich.console import Console
@@ -59,36 +58,8 @@ def _error_line(message: str) -> None:
     ERR.print(f"[bold red]robench: error:[/] {escape(terminal_safe(message))}", highlight=False, soft_wrap=True)
 
 
-class _NotFast(Exception):
-    pass
-
-
-class _QuietParser(argparse.ArgumentParser):
-    def error(self, message: str):  # the full parser reports it
-        raise _NotFast(message)
-
-
-def _cached_dry_run(argv: list[str]) -> bool:
-    """`run` / `train` `--dry-run` answered from the dry-run cache (`robench.runs.plan_cache`) with only the
-    `run` and `train` parsers built, so that none of torch, transformers or datasets is imported; False when
-    there is no cached answer that holds (then the full path runs, and reports any error)."""
-    if not argv or argv[0] not in ("run", "train") or "--dry-run" not in argv or {"-h", "--help"} & set(argv):
-        return False
-    from robench.cli import core
-
-    parser = _QuietParser(prog="robench")
-    core.add_parser(parser.add_subparsers(dest="command", required=True))
-    try:
-        args = parser.parse_args(argv)
-        return core.cached_dry_run(args, attack=args.command == "run")
-    except (_NotFast, RobenchError, OSError, ValueError):
-        return False
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if _cached_dry_run(list(sys.argv[1:] if argv is None else argv)):
-        return 0
     args = build_parser().parse_args(argv)
     logger = logging.getLogger("robench")
     handler = _WarningLine(logging.WARNING)

@@ -201,11 +201,18 @@ def _add_estimate(sub) -> None:
     p.add_argument("--epochs", type=int, help="default: 1")
     p.add_argument("--eval-size", type=int, help="default: 20")
     p.add_argument("--seed", type=int)
+    p.add_argument("--dry-run", action="store_true",
+                   help="time `robench run --dry-run` as a new process, first (it calibrates) and again, against "
+                        "the 15 s target, instead of estimating and running")
     add_common_args(p)
     p.set_defaults(handler=cmd_estimate)
 
 
 def cmd_estimate(args) -> None:
-    from robench.bench.estimate import EstimateBenchOptions, estimate_bench
+    from robench.bench.estimate import EstimateBenchOptions, dry_run_bench, estimate_bench
 
-    estimate_bench(options(EstimateBenchOptions, args), settings_from_args(args), progress_console(args))
+    given = options(EstimateBenchOptions, args)
+    if given.dry_run:
+        dry_run_bench(given, settings_from_args(args))
+    else:
+        estimate_bench(given, settings_from_args(args), progress_console(args))

@@ -75,8 +75,7 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
         p.add_argument("--force", action="store_true", help="re-run even if a finished record exists")
     p.add_argument("--dry-run", action="store_true",
                    help="validate, print the resolved spec, where its checkpoint and record go, whether they are "
-                        "cached, and the cost estimate; then exit without training (the answer is cached: asking "
-                        "again answers at once while nothing it depends on changed)")
+                        "cached, and the cost estimate; then exit without training")
     p.add_argument("--no-estimate", action="store_true",
                    help="skip the cost estimate (and the calibration of the model behind it)")
     add_common_args(p)

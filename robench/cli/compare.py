@@ -23,20 +23,21 @@ def cmd_compare(args) -> None:
     from robench.cli.core import reference_view
     from robench.core.packed import runs_to_read
 
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, read_only=True)  # compare writes nothing
     with tempfile.TemporaryDirectory(prefix="robench-compare-") as scratch:
         _compare(args, runs_to_read(reference_view(args, settings, scratch), settings.cache_dir))
 
 
 def _compare(args, runs_dir) -> None:
-    from robench.report.compare import compare, group_settings
+    from robench.report.compare import compare, group_settings, nothing_compared
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
     from robench.report.untrained import untrained_runs
 
     records = load_records(runs_dir)
-    untrained = untrained_runs(records.current, runs_dir, settings_from_args(args).data_dir)
-    found = compare(group_settings(records.current), runs_dir, args.baseline, untrained)
+    groups = group_settings(records.current)
+    untrained = untrained_runs(records.current, runs_dir, settings_from_args(args, read_only=True).data_dir)
+    found = compare(groups, runs_dir, args.baseline, untrained)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
                         f"examples (95% interval and p-value under crossed seed x example effects, the seed part "
@@ -60,7 +61,7 @@ def _compare(args, runs_dir) -> None:
                       f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
     Console(width=200).print(table)
     if not found:
-        print(f"no other model has runs at a setting where {args.baseline} has")
+        print(nothing_compared(groups, args.baseline))
     else:
         print(f"family: {family} comparisons, Holm-adjusted together (one without a p-value counts with p = 1); "
               "p-values are deterministic quadratures, so they carry no Monte-Carlo error and no verdict depends on "

@@ -81,71 +81,9 @@ def cmd_train(args) -> None:
 
 
 def dry_run(args, settings, attack: bool) -> None:
-    """`--dry-run`: each seed's plan, from the dry-run cache while nothing it depends on changed
-    (`robench.runs.plan_cache`), else resolved and estimated now (and cached)."""
-    from robench.runs import plan_cache
-
-    if cached_dry_run(args, attack, settings):
-        return
-    key = _plan_key(args, settings, attack)
-    entries = []
+    """`--dry-run`: each seed's plan (run id, checkpoint and record state, the cost estimate), resolved now."""
     for spec in specs_from_args(args, settings):
-        p, lines = plan_lines(spec, settings, args.device, attack, cost=not args.no_estimate)
-        print("\n".join(lines))
-        entries.append(_plan_entry(p, lines, args))
-    plan_cache.save(settings.cache_dir, key, entries)
-
-
-def _plan_key(args, settings, attack: bool) -> str:
-    import dataclasses
-
-    from robench.cli.common import options_from_args
-    from robench.runs import plan_cache
-
-    options = {**dataclasses.asdict(options_from_args(args)), "protocol": getattr(args, "protocol", None)}
-    dirs = {k: str(v) if v is not None else None for k, v in dataclasses.asdict(settings).items()}
-    return plan_cache.plan_key("run" if attack else "train", options, args.device, dirs, args.no_estimate)
-
-
-def cached_dry_run(args, attack: bool, settings=None) -> bool:
-    """Print the dry run's cached answer and return True, if there is one that still holds
-    (`robench.runs.plan_cache`); imports none of the heavy libraries."""
-    import sys
-
-    from robench.runs import plan_cache
-
-    settings = settings or settings_from_args(args)
-    if (lines := plan_cache.load(settings.cache_dir, _plan_key(args, settings, attack))) is None:
-        return False
-    print("\n".join(lines))
-    print("(the cached answer of an identical dry run: code, data, calibration, checkpoint and record unchanged)",
-          file=sys.stderr)
-    return True
-
-
-def _plan_entry(p, lines: list[str], args) -> dict:
-    """What the dry-run cache keeps of one plan, and what must still hold to reuse it."""
-    from pathlib import Path
-
-    from robench.runs import plan_cache
-    from robench.runs.estimate import CALIBRATION_MAX_AGE
-
-    run, files = p.resolved, []
-    if run.spec.task_source is not None:
-        files += [Path(f) for f in run.spec.task_source["files"].values() if f]
-    elif run.spec.data_source == "local" and run.settings.data_dir is not None:
-        files += [run.settings.data_dir / f for f in run.task.data_files]
-    if run.recipe is not None and run.settings.data_dir is not None:
-        files += [run.settings.data_dir / f for f in run.recipe.data_files]
-    if str(args.task).endswith(".toml"):
-        files.append(Path(args.task).expanduser().resolve())
-    if run.backbone is not None and Path(run.backbone.location).is_dir():
-        files.append(Path(run.backbone.location))
-    return {"lines": lines, "files": plan_cache.file_stamps(files),
-            "checkpoint": None if not run.spec.trains else str(p.checkpoint), "checkpoint_cached": p.checkpoint_cached,
-            "record": str(p.record) if p.record is not None else None, "record_finished": p.record_finished,
-            "calibration": None if p.calibration is None else
-            plan_cache.calibration_entry(p.calibration, CALIBRATION_MAX_AGE)}
+        print("\n".join(plan_lines(spec, settings, args.device, attack, cost=not args.no_estimate)[1]))
 
 
 def plan_lines(spec, settings, device: str, attack: bool, cost: bool = True):

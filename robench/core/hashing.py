@@ -1,8 +1,11 @@
-"""Content hashes of files (checkpoint weights, task data files, resources), cached by path, size and mtime.
+"""Content hashes of files (checkpoint weights, task data files, resources), cached by path, size, mtime, ctime
+and inode.
 
 Hashing a 400 MB checkpoint takes about a second; the cache (`<cache_dir>/sha256.json`) makes a
-re-run free. An entry is reused only while the file's size and modification time are unchanged,
-so a file rewritten in place is hashed again.
+re-run free. An entry is reused only while the file's size, modification and change times and inode are unchanged,
+so a file rewritten in place is hashed again. A file modified in the last `SETTLE_SECONDS` is hashed every time
+and never cached (git's "racy" rule): an edit in the same clock tick as the hashing, of the same size, would
+otherwise keep its stamp, and the old digest would be served for new bytes.
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import functools
 import hashlib
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ from robench.core.files import atomic_write
 CACHE_FILE = "sha256.json"
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
+SETTLE_SECONDS = 2  # a file modified more recently than this is hashed without any cache
 
 
 def file_sha256(path: Path, cache_dir: Path | None = None) -> str:
@@ -26,13 +31,16 @@ def file_sha256(path: Path, cache_dir: Path | None = None) -> str:
     cache (data fingerprints, checkpoint and resource manifests, given checkpoints)."""
     path = Path(path).resolve()
     stat = path.stat()
-    key, stamp = str(path), [stat.st_size, stat.st_mtime_ns]
+    # the inode's change time too: a copy that restores an old modification time (`cp -p`) still changes it
+    key, stamp = str(path), [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+    if max(stat.st_mtime_ns, stat.st_ctime_ns) > time.time_ns() - SETTLE_SECONDS * 1_000_000_000:
+        return _sha256.__wrapped__(key, *stamp)  # racy: an edit in this clock tick may not change its stamp
     if cache_dir is None:
-        return _sha256(key, stat.st_size, stat.st_mtime_ns)
+        return _sha256(key, *stamp)
     hit = _load(cache_dir).get(key)
     if isinstance(hit, dict) and hit.get("stamp") == stamp and isinstance(hit.get("sha256"), str):
         return hit["sha256"]
-    digest = _sha256(key, stat.st_size, stat.st_mtime_ns)
+    digest = _sha256(key, *stamp)
     cache = _load(cache_dir)  # re-read: another process may have added entries meanwhile
     cache[key] = {"stamp": stamp, "sha256": digest}
     try:
@@ -43,7 +51,7 @@ def file_sha256(path: Path, cache_dir: Path | None = None) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
+def _sha256(path: str, size: int, mtime_ns: int, ctime_ns: int, inode: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK):

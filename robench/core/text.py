@@ -7,6 +7,9 @@ error message.
   is printed around it.
 * `markdown_cell`: the same, plus HTML special characters as entities and `|` escaped, so a name can neither
   inject markup nor shift a table's columns.
+* `spreadsheet_cell`: a CSV cell that a spreadsheet reads as text, never as a formula (OWASP's rule: a cell
+  starting with `=`, `+`, `-`, `@`, a tab or a carriage return, and longer than that one character, gets a
+  leading `'`).
 * `excerpt`: a short, escaped excerpt of a value for an error message; no message echoes more of a file.
 """
 from __future__ import annotations
@@ -33,6 +36,16 @@ def terminal_safe(text: object, keep_newlines: bool = False) -> str:
 def markdown_cell(text: object) -> str:
     """`text` safe inside one cell of a Markdown table: controls visible, HTML escaped, `|` and newlines too."""
     return html.escape(terminal_safe(text), quote=False).replace("|", "\\|")
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(value: object) -> object:
+    """`value` safe as a CSV cell: a string a spreadsheet would run as a formula is prefixed with `'` (a lone
+    character is no formula: `-`, a callable's backbone, stays as it is)."""
+    formula = isinstance(value, str) and len(value) > 1 and value.startswith(FORMULA_STARTS)
+    return "'" + value if formula else value
 
 
 def excerpt(value: object, limit: int = EXCERPT, quote: bool = True) -> str:

@@ -24,6 +24,7 @@ of every file, so editing the data changes the run id.
 from __future__ import annotations
 
 import csv
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -173,6 +174,8 @@ def _load(path: Path, fmt: str, label_column: str, labels: tuple[str, ...], text
 
     CSV and TSV are read as text, every field as written (`12345` and `007` stay those strings); JSON Lines and
     Parquet numbers in a text column become their text."""
+    if fmt == "jsonl":
+        _check_json_lines(path)
     ds = _read_delimited(path, "\t" if fmt == "tsv" else ",") if fmt in ("csv", "tsv") else \
         _read(path, "json" if fmt == "jsonl" else fmt)
     if label_column not in ds.column_names:
@@ -197,7 +200,7 @@ def _read_delimited(path: Path, delimiter: str):
 
     require_data_file(path)
     datasets.disable_progress_bars()
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # a byte-order mark is not part of the header
         try:
             rows = [row for row in csv.reader(fh, delimiter=delimiter) if row]
         except csv.Error as exc:
@@ -215,6 +218,28 @@ def _read_delimited(path: Path, delimiter: str):
     if not body:
         raise RobenchError(f"data file {path} has no rows")
     return datasets.Dataset.from_dict({name: [row[i] for row in body] for i, name in enumerate(header)})
+
+
+def _check_json_lines(path: Path) -> None:
+    """A JSON Lines file whose first line is a JSON object has one on every non-empty line: the first that is not
+    is named by its line number (datasets would report a type change in some later row). A file of one JSON
+    document (an array over several lines) is left to the JSON reader."""
+    require_data_file(path)
+    with open(path, encoding="utf-8-sig") as fh:
+        lines = [(number, line) for number, line in enumerate(fh, 1) if line.strip()]
+    if not lines or not _is_object(lines[0][1]):
+        return
+    for number, line in lines:
+        if not _is_object(line):
+            raise RobenchError(f"{path}: line {number} is not a JSON object (invalid JSON Lines); every line must "
+                               'be one object, e.g. {"text": "...", "label": "pos"}')
+
+
+def _is_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def _as_text(ds, columns: list[str]):

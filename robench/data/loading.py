@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from robench.core.errors import RobenchError
+from robench.core.hashing import file_sha256
 from robench.core.registry import TASKS
 from robench.core.text import excerpt, excerpts
 from robench.core.types import Source, Split, Task
@@ -71,8 +72,12 @@ def _read(path: Path, builder: str, **kwargs):
     require_data_file(path, text=builder in ("csv", "json", "text"))
     datasets.disable_progress_bars()
     datasets.utils.logging.set_verbosity_error()  # its "Failed to read file" line would be a second error line
+    # datasets keeps what it parsed under a key of the file's path and modification time; a folder per content
+    # hash keeps it from serving old rows for a file edited in place (same size and time)
+    by_content = Path(datasets.config.HF_DATASETS_CACHE) / "robench-by-content" / file_sha256(path)[:32]
     try:
-        return datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True, **kwargs)
+        return datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True,
+                                     cache_dir=str(by_content), **kwargs)
     except Exception as exc:  # pandas / arrow errors on malformed files
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "corresponds to no data" in reason:  # datasets' words for a file with a header and no rows
@@ -144,9 +149,23 @@ def _require(data_dir: Path | None) -> Path:
     return data_dir
 
 
-@functools.lru_cache(maxsize=32)
 def load_split(task: Task, split: Split, data_dir: Path | None, source: Source):
-    """Load and validate one split of `task` (memoised: datasets are never modified in place)."""
+    """Load and validate one split of `task`, memoised by the content of the files it reads (their SHA-256, as in
+    the run id), so a long-lived process never serves old rows after a file changed (datasets are never modified
+    in place). A task from files is a new `Task` for each definition, and its definition holds its files' hashes."""
+    return _load_split(task, split, data_dir, source, _content_key(task, data_dir, source))
+
+
+def _content_key(task: Task, data_dir: Path | None, source: Source) -> tuple[str | None, ...]:
+    """The SHA-256 of each data-dir file `task` reads (`Task.data_files`); None for a file that is not there (the
+    loader reports it)."""
+    if source != "local" or not task.uses_data_dir or data_dir is None:
+        return ()
+    return tuple(file_sha256(data_dir / name) if (data_dir / name).is_file() else None for name in task.data_files)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_split(task: Task, split: Split, data_dir: Path | None, source: Source, content: tuple[str | None, ...]):
     if not task.uses_data_dir:
         ds = task.local(None, split)
     else:

@@ -16,7 +16,7 @@ from robench.core.registry import NAME
 from robench.core.text import excerpt
 from robench.grid.executors import JobResources
 from robench.runs.presets import PRESETS, Preset, get_preset
-from robench.runs.spec import RunSpec, TrainConfig
+from robench.runs.spec import MAX_SEED, RunSpec, TrainConfig
 
 GRID_PRESET = "paper"  # a grid is an explicit protocol: what it does not say is the full setting
 
@@ -173,15 +173,19 @@ def _names(value: Any, key: str, where: str) -> tuple[str, ...]:
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or not values or not all(isinstance(v, str) and v.strip() for v in values):
         raise RobenchError(f"{where}: {key} must be a non-empty list of names, got {value!r}")
-    if len(set(values)) != len(values):
-        raise RobenchError(f"{where}: {key} lists a name twice: {values}")
-    return tuple(v.strip() for v in values)
+    names = tuple(v.strip() for v in values)  # " bert" is bert: duplicates are found after stripping
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise RobenchError(f"{where}: {key} lists a name twice: {twice} (in {values})")
+    return names
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
     values = [value] if isinstance(value, int) else value
     if not isinstance(values, list) or not values or not all(type(v) is int for v in values):
         raise RobenchError(f"{where}: seeds must be a non-empty list of integers, got {value!r}")
+    if out_of_range := [v for v in values if not 0 <= v <= MAX_SEED]:
+        raise RobenchError(f"{where}: seeds must be integers from 0 to {MAX_SEED}, got {out_of_range[0]}")
     if len(set(values)) != len(values):
         raise RobenchError(f"{where}: seeds lists a seed twice: {values}")
     return tuple(values)

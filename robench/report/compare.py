@@ -27,6 +27,7 @@ from robench.report.stats import (
     MIN_SEEDS,
     MISSING,
     MORE_ROBUST,
+    NO_SHARED_EXAMPLES,
     NO_SHARED_SEEDS,
     NO_VARIATION,
     SAME,
@@ -118,10 +119,12 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """No shared seeds, too few examples (under two), insufficient seeds (under MIN_SEEDS), no variation
-        (every cell alike: no interval), or `robench.report.stats.verdict` on the Holm-adjusted p-value."""
+        """No shared seeds, no shared examples, too few examples (under two), insufficient seeds (under MIN_SEEDS),
+        no variation (every cell alike: no interval), or `robench.report.stats.verdict` on the Holm-adjusted p-value."""
         if not self.seeds:
             return INSUFFICIENT if self.excluded else NO_SHARED_SEEDS
+        if self.examples == 0 and not self.single:
+            return NO_SHARED_EXAMPLES
         if self.examples < 2:
             return TOO_FEW_EXAMPLES
         if len(self.seeds) < MIN_SEEDS:
@@ -165,6 +168,16 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str,
         elif len(s.records) == 1 and s.spec.get("checkpoint") is not None:  # one checkpoint of your own
             out += [single(s, b, runs_dir, untrained) for b in by_attack.get(attack_setting_id(s.records[0]), [])]
     return with_holm(out)
+
+
+def nothing_compared(settings: list[Setting], baseline: str) -> str:
+    """Why `compare` found nothing: no other model at a setting of the baseline, or no shared seed and example."""
+    peers = {s.peer for s in settings if s.spec["model"] == baseline}
+    if any(s.spec["model"] != baseline and s.peer in peers for s in settings):
+        return (f"no shared examples: the models at a setting where {baseline} has runs share no training seed "
+                f"with an attacked example in common with {baseline}'s (pairs are seed with seed, example with "
+                "example)")
+    return f"no other model has runs at a setting where {baseline} has"
 
 
 def with_holm(comparisons: list[Comparison]) -> list[Comparison]:

@@ -16,6 +16,7 @@ from robench.core.records import RunRecord, find_record, read_examples, read_rec
 from robench.core.registry import TASKS
 from robench.core.types import ExampleResult
 from robench.engine.words import split_words
+from robench.report.verify import record_fault
 
 OUTCOMES = ("successful", "failed", "skipped", "error")
 
@@ -75,6 +76,8 @@ def _pieces(text: str, words: list[str], changed: set[int]) -> list[Piece]:
 def load_run(runs_dir: Path, run_id: str) -> RunExamples:
     """A finished run's record and its per-example results."""
     record = read_record(find_record(runs_dir, run_id))
+    if (fault := record_fault(record, runs_dir)) is not None:
+        raise RobenchError(f"run record {record.run_id} does not verify: {fault}; re-run it (or delete it)")
     return RunExamples(record, read_examples(runs_dir, record.run_id), label_names(record))
 
 

@@ -10,7 +10,8 @@ Two tables, written by one call (`write_leaderboard`):
 * `settings.{csv,md}`: one row per **setting** (the whole spec but the training seed), for machines: the long
   table the checkpoint table is pivoted from; rows of one checkpoint share `model_setting_id`.
 
-`leaderboard.csv` columns. Per checkpoint: `task`, `rank` (1 = best; equal values share a rank; empty
+`leaderboard.csv` columns. Per checkpoint: `task` (`NAME@DATA` where records of one task name read different
+data: `task_names`), `rank` (1 = best; equal values share a rank; empty
 without a value or while some attack setting of its task has no result for it), `rank_by`
 (`worst_case_accuracy`, or `lowest_robust_accuracy` where some complete checkpoint of the task has no worst
 case), `rank_accuracy` (the value ranked by), `model`, `model_label` (what its setting differs in from the
@@ -37,7 +38,8 @@ checkpoint, and the analysis columns.
 Clean accuracy, accuracy under attack, attack success rate and the worst case get 95% intervals over seeds x
 examples from the per-example CSVs, and with a baseline model each setting gets the paired difference in
 accuracy under attack, its Holm-adjusted p-value over the family and the verdict (`robench.report.compare`,
-docs/statistics.md). Records of an older format are skipped, and one record is kept per (setting, seed), the
+docs/statistics.md). Records that do not verify (`robench.report.verify`) are skipped with a warning, records of
+an older format are skipped, and one record is kept per (setting, seed), the
 newest (`Records.note` says how many, and where).
 
 Units: every accuracy, drop and rate in both CSVs is a fraction in [0, 1] (the Markdown shows them in percent);
@@ -45,6 +47,7 @@ Units: every accuracy, drop and rate in both CSVs is a fraction in [0, 1] (the M
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,14 +55,16 @@ import pandas as pd
 
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
+from robench.core.hashing import content_hash
 from robench.core.packed import runs_to_read
 from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
-from robench.core.text import markdown_cell
+from robench.core.text import markdown_cell, spreadsheet_cell
 from robench.report.compare import Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
 from robench.report.stats import ALPHA, INTERVAL_METRICS, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST, NO_VERDICT
 from robench.report.untrained import untrained_runs
 from robench.report.validity import VALIDITY_METRICS, validity_columns
+from robench.report.verify import record_fault
 from robench.report.worstcase import WorstCase, with_worst_case, write_worst_case
 from robench.runs.chance import MARGIN
 
@@ -101,6 +106,7 @@ ANALYSIS_METRICS = ["shuffle_flip_rate", "shuffle_gold_prob_abs_change", "top1_s
                     # `robench analyze --syntax` (empty for analyses without it)
                     "blimp_anaphor_gender_agreement", "blimp_anaphor_number_agreement", "blimp_overall",
                     "probe_uuas_best", "probe_spearman_best"]
+log = logging.getLogger(__name__)
 DIGITS = {"shuffle_gold_prob_abs_change": 3, "gini": 3, "entropy": 2, "token_cosine": 3, "cka_mean": 3,
           "cka_last": 3, "probe_spearman_best": 3}  # decimals in Markdown (default 1)
 
@@ -131,12 +137,16 @@ class Records:
 
 
 def load_records(runs_dir: Path) -> Records:
+    """The records of `runs_dir` that verify (`robench.report.verify.record_fault`; one that does not is skipped
+    with a warning naming why), one per (setting, seed)."""
     current, older = [], 0
     for rec in iter_records(runs_dir):
-        if rec.format == RECORD_FORMAT:
-            current.append(rec)
-        else:
+        if rec.format != RECORD_FORMAT:
             older += 1
+        elif (fault := record_fault(rec, runs_dir)) is not None:
+            log.warning("skipping run record %s: %s; re-run it (or delete it)", rec.run_id, fault)
+        else:
+            current.append(rec)
     if not current and not older:
         raise RobenchError(f"no run records in {runs_dir}; run `robench run` first")
     chosen = one_per_seed(current)
@@ -150,9 +160,11 @@ def records_frame(runs_dir: Path) -> pd.DataFrame:
 
 def frame_of(records: list[RunRecord]) -> pd.DataFrame:
     ids = ModelSettings(records)  # the checkpoint's identity (AdvGLUE records take their checkpoint's)
+    tasks = task_names(records)
     rows = []
     for rec in records:
         row = {k: rec.spec.get(k) for k in KEYS}
+        row["task"] = tasks[rec.run_id]
         row.update(setting=setting_label(rec), model_label=model_label(rec), attack_label=attack_label(rec),
                    setting_id=setting_id(rec),
                    model_setting_id=ids.of_run(rec),
@@ -168,6 +180,29 @@ def frame_of(records: list[RunRecord]) -> pd.DataFrame:
     if rows:
         frame.loc[~frame.pop("_trained").astype(bool), "train_size"] = "–"
     return frame
+
+
+def task_names(records: list[RunRecord]) -> dict[str, str]:
+    """Each record's task as the tables name it (by run id): its name, or `name@DATA` (the first 8 characters of
+    its data's fingerprint) where records of one task name read different data (two task files named alike), so
+    they are never ranked, aggregated or compared as one task."""
+    data = {rec.run_id: task_data(rec) for rec in records}
+    variants: dict[str, set[str]] = {}
+    for rec in records:
+        if data[rec.run_id] is not None:
+            variants.setdefault(rec.spec.get("task"), set()).add(data[rec.run_id])
+    return {rec.run_id: f"{rec.spec.get('task')}@{data[rec.run_id][:8]}"
+            if len(variants.get(rec.spec.get("task"), ())) > 1 and data[rec.run_id] is not None
+            else rec.spec.get("task") for rec in records}
+
+
+def task_data(record: RunRecord) -> str | None:
+    """The identity of the task data `record` was trained and evaluated on: a task file's train and eval files'
+    hashes, else the data fingerprint without the attack's own files; None for records that name neither."""
+    source = record.spec.get("task_source")
+    if isinstance(source, dict) and isinstance(source.get("sha256"), dict):
+        return content_hash({k: source["sha256"].get(k) for k in ("train", "eval")})
+    return (record.resources.get("data") or {}).get("train_fingerprint")
 
 
 def derived_metrics(metrics: dict) -> dict[str, float | None]:
@@ -498,6 +533,14 @@ def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
     return table.merge(extra, on=ANALYSIS_KEYS, how="left")
 
 
+def csv_text(table: pd.DataFrame) -> str:
+    """`table` as CSV, every text cell safe from spreadsheet formula injection (`spreadsheet_cell`): names come
+    from records."""
+    text_columns = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
+    safe = table.assign(**{c: table[c].map(spreadsheet_cell) for c in text_columns})
+    return safe.to_csv(index=False, float_format="%.6f")
+
+
 def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None, baseline: str | None = None,
                       cache_dir: Path | None = None, output: Path | None = None) -> tuple[pd.DataFrame, Path, Path]:
     """Write `<results_dir>/leaderboard.{csv,md}` (one row per checkpoint) and `settings.{csv,md}` (one row per
@@ -515,6 +558,6 @@ def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None, b
         checkpoints, settings = with_analysis(checkpoints, analyses), with_analysis(settings, analyses)
     for name, table, text in (("settings", settings, setting_markdown(settings)),
                               ("leaderboard", checkpoints, checkpoint_markdown(checkpoints))):
-        atomic_write(results_dir / f"{name}.csv", table.to_csv(index=False, float_format="%.6f"))
+        atomic_write(results_dir / f"{name}.csv", csv_text(table))
         atomic_write(results_dir / f"{name}.md", text)
     return checkpoints, results_dir / "leaderboard.csv", results_dir / "leaderboard.md"

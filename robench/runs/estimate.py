@@ -10,8 +10,10 @@
 
 Calibrations are cached under `<cache_dir>/estimates/`, keyed by the defence and its cost-relevant parameters
 (a parameter declared `bounded(..., cost=False)`, a step size, is left out), backbone, device, torch threads,
-task, batch size, maximum length and the code version (`code_version`: robench's version, torch's, and the
-source of the training loop, the victim and the defences), with the checksum of their values. Staleness: a
+task and the content fingerprint of its train and eval data (`ResolvedRun.train_data`: two task files of one
+name but other texts never share a calibration), batch size, maximum length and the code version
+(`code_version`: robench's version, torch's, and the source of the training loop, the victim and the defences),
+with the checksum of their values. Staleness: a
 calibration older than CALIBRATION_MAX_AGE is measured again (the machine's load changes), and so is a cache
 file that is damaged, edited or holds a value that is not a positive finite number (with a warning).
 `robench bench estimate` compares the estimate with real runs.
@@ -36,7 +38,8 @@ from robench.data.loading import load_split, subset, texts_of
 from robench.runs.resolve import ResolvedRun
 
 SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
-CALIBRATION_FORMAT = 5  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned
+CALIBRATION_FORMAT = 6  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
+# 6: keyed by the data's content
 CALIBRATION_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older calibration is measured again
 COST_SOURCES = ("robench/training", "robench/engine/victim.py", "models")  # code whose change changes the cost
 log = logging.getLogger(__name__)
@@ -198,6 +201,7 @@ def _cache_path(run: ResolvedRun, device: torch.device) -> Path:
     spec = run.spec
     key = content_hash({"format": CALIBRATION_FORMAT, "model": spec.model, "params": cost_params(run),
                         "backbone": run.backbone.fingerprint, "device": str(device), "task": spec.task,
+                        "data": run.train_data,  # the texts timed: a task name says nothing of their length
                         "threads": torch.get_num_threads(), "batch_size": spec.train.batch_size,
                         "max_length": spec.train.max_length, "code": code_version()})
     return run.settings.cache_dir / "estimates" / f"{key}.json"

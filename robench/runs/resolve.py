@@ -16,14 +16,13 @@ from robench.core.types import AttackRecipe, Task
 from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
 from robench.data.loading import load_split, subset_indices
-from robench.runs.spec import RunSpec
+from robench.runs.spec import MAX_SEED, RunSpec
 from robench.training.backbones import Backbone, resolve_backbone
 from robench.training.defense import ComposedDefense, resolve_model
 from robench.training.given import checkpoint_label_order, parse_label_map
 
 log = logging.getLogger(__name__)
 MAX_ATTACK_WORDS = 2_000  # longest text a word-level search attack takes (robench.runs.resolve.check_attack_lengths)
-MAX_SEED = 2**32 - 1  # numpy's (and so transformers.set_seed's) limit
 
 
 @dataclass(frozen=True)

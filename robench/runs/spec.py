@@ -46,8 +46,8 @@ class RunSpec:
     @property
     def run_id(self) -> str:
         identity = identity_view({k: v for k, v in self.to_dict().items() if v is not None or k not in OPTIONAL})
-        model = identity["model"]
-        return f"{slug(f'{self.task}-{model}-{self.attack}-s{self.seed}')}-{content_hash(identity)}"
+        name = slug(f"{self.task}-{identity['model']}-{self.attack}-s{self.seed}")[:RUN_NAME_MAX]
+        return f"{name}-{content_hash(identity)}"
 
     @property
     def trains(self) -> bool:
@@ -55,6 +55,10 @@ class RunSpec:
         return self.checkpoint is None
 
 
+MAX_SEED = 2**32 - 1  # numpy's (and so transformers.set_seed's) limit
+# the readable part of a run id: its file names (`.partial.jsonl`, `.lock`) stay far below the 255-byte limit;
+# the hash after it keeps ids of long names apart
+RUN_NAME_MAX = 96
 OPTIONAL = ("checkpoint", "task_source")  # left out of the run id when unset, so older run ids stay valid
 
 

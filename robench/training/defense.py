@@ -51,7 +51,9 @@ class ComposedDefense:
     def resolve_params(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """All hyperparameters with defaults filled in; unknown keys are an error."""
         known = {f.name for part in self.parts for f in dataclasses.fields(part.params)}
-        make_params(NoParams, {k: v for k, v in overrides.items() if k not in known}, f"model {self.name!r}")
+        if unknown := sorted(set(overrides) - known):
+            raise RobenchError(f"unknown hyperparameter(s) {unknown} for model {self.name!r} "
+                               f"(known: {', '.join(sorted(known)) or 'none'})")
         resolved: dict[str, Any] = {}
         for part in self.parts:
             names = {f.name for f in dataclasses.fields(part.params)}

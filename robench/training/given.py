@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -87,11 +88,12 @@ def load_config(location: str):
 
 
 def parse_label_map(text: str | Mapping[int, str] | None) -> dict[int, str] | None:
-    """`0=negative,1=positive` (or a mapping) -> {0: "negative", 1: "positive"}."""
+    """`0=negative,1=positive` (or a mapping) -> {0: "negative", 1: "positive"}. A comma starts a new pair only
+    before `OUTPUT=`, so label names may hold commas (`0=good, really,1=bad`)."""
     if text is None or isinstance(text, Mapping):
         return None if text is None else {int(k): str(v) for k, v in text.items()}
     out: dict[int, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in filter(None, (p.strip() for p in re.split(r",(?=\s*\d+\s*=)", text))):
         index, sep, name = part.partition("=")
         if not sep or not index.strip().isdigit() or not name.strip():
             raise RobenchError(f"label map {text!r}: expected OUTPUT=LABEL pairs such as 0=negative,1=positive")
@@ -111,7 +113,7 @@ def label_order(outputs: Sequence[str], task: Task, label_map: Mapping[int, str]
     overrides them. Raises a RobenchError that says how to fix a mismatch.
     """
     expected = ", ".join(task.label_names)
-    example = ",".join(f"{i}={name}" for i, name in enumerate(task.label_names))
+    example = shlex.quote(",".join(f"{i}={name}" for i, name in enumerate(task.label_names)))
     hint = f"pass --label-map {example} (label_map= in Python) with the model's outputs in its order"
     if len(outputs) != task.num_labels:
         raise RobenchError(f"{what} has {len(outputs)} output labels ({', '.join(map(str, outputs))}) but task "

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from robench.core.errors import RobenchError
+from robench.core.hashing import content_hash, file_sha256
 from robench.core.manifest import folder_problem
 from robench.core.paths import Settings
 
@@ -31,6 +32,14 @@ def data_file(settings: Settings, relative: str, what: str) -> Path:
         raise RobenchError(f"{what} not found: {path} is missing; point --data-dir or ROBENCH_DATA_DIR at a "
                            f"directory laid out like shared/data (it must contain {relative})")
     return path
+
+
+def inputs_digest(settings: Settings, paths: list[Path]) -> str:
+    """The content of a build's input files (every file below a directory), for its cache key: a build is reused
+    only for the same bytes, never for a file of the same size (`robench.core.hashing.file_sha256`, cached)."""
+    files = [f for p in paths for f in (sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p])]
+    return content_hash({str(f.relative_to(settings.require_data_dir())) if f.is_relative_to(
+        settings.require_data_dir()) else str(f): file_sha256(f, settings.cache_dir) for f in files}, 16)
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from robench.engine.resources.lexicon import ALZANTOT_FILE, ANTONYM_FILES, PPDB_
 
 VOCAB_SIZE = 100_000
 K = 50
+WORDNET_DIR = "nltk_data/corpora/wordnet"  # an input of the lexicon (hashed into its cache key)
 MAX_SENSE = 3  # a WordNet-only pair must share one of the 3 most frequent senses of both words
 
 
@@ -77,15 +78,16 @@ def build_lexicon_table(settings: Settings, vocab_size: int = VOCAB_SIZE, k: int
     """Build (or load the cached) "lexicon" table; see the module docstring."""
     from robench.core.hashing import content_hash
     from robench.engine.resources.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids
-    from robench.engine.resources.files import data_file
+    from robench.engine.resources.files import data_file, inputs_digest
     from robench.engine.resources.tables import SynonymTable, _glove_vocabulary, _load_table, _save_table
 
     config = CounterFitConfig()
     inputs = [data_file(settings, rel, "lexicon input") for rel in (ALZANTOT_FILE, PPDB_SYNONYMS, *ANTONYM_FILES)]
     words, vectors, origin = _glove_vocabulary(vocab_size)
     key = content_hash({"format": FORMAT, "kind": "lexicon", "glove": origin, "vocab": vocab_size, "k": k,
-                        "config": config.to_dict(), "inputs": [p.stat().st_size for p in inputs],
-                        "wordnet": "3.0", "filters": ["antonym-indirect", "pos-wordnet"], "max_sense": max_sense}, 10)
+                        "config": config.to_dict(), "inputs": inputs_digest(settings, inputs),
+                        "wordnet": inputs_digest(settings, [data_file(settings, WORDNET_DIR, "WordNet 3.0")]),
+                        "filters": ["antonym-indirect", "pos-wordnet"], "max_sense": max_sense}, 10)
     target = resources_dir(settings) / f"lexicon-{key}"
     if (cached := cached_build(target, _load_table)) is not None:
         return cached

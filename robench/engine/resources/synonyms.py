@@ -11,7 +11,7 @@ import numpy as np
 
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
-from robench.engine.resources.files import FORMAT, cached_build, data_file, resources_dir
+from robench.engine.resources.files import FORMAT, cached_build, data_file, inputs_digest, resources_dir
 from robench.engine.resources.lexicon import read_pairs
 from robench.engine.resources.lexicon_table import build_lexicon_table
 from robench.engine.resources.tables import SynonymTable, _glove_vocabulary, _load_table, _save_table
@@ -46,7 +46,7 @@ def build_synonyms(settings: Settings, vocab_size: int = 50_000, k: int = 50, co
              for kind, rels in CONSTRAINTS.items()}
     words, vectors, origin = _glove_vocabulary(vocab_size)
     key = content_hash({"format": FORMAT, "glove": origin, "vocab": vocab_size, "k": k, "config": config.to_dict(),
-                        "constraints": {kind: [p.stat().st_size for p in ps] for kind, ps in files.items()}}, 10)
+                        "constraints": inputs_digest(settings, [p for ps in files.values() for p in ps])}, 10)
     target = resources_dir(settings) / f"counterfitted-glove-{key}"
     if (cached := cached_build(target, _load_table)) is not None:
         return cached
