@@ -85,6 +85,7 @@ def _cached_dry_run(argv: list[str]) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # read when transformers is imported, if ever
     if _cached_dry_run(list(sys.argv[1:] if argv is None else argv)):
         return 0
     args = build_parser().parse_args(argv)
@@ -92,9 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _WarningLine(logging.WARNING)
     logger.addHandler(handler)
     try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
         args.handler(args)
     except RobenchError as exc:
         _error_line(str(exc))

@@ -202,7 +202,7 @@ def cmd_list(args) -> None:
         table.add_column("source")
         table.add_column("summary")
         for entry in registry.entries():
-            obj = entry.obj
+            obj = entry.obj if entry.entry_point is not None else entry.load()  # a plugin is imported when used
             summary = getattr(obj, "summary", None) or getattr(obj, "note", "") if obj is not None else \
                 f"(lazy: {entry.entry_point.value})"
             table.add_row(entry.name, entry.source, summary)
