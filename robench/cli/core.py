@@ -10,6 +10,7 @@ from robench.cli.common import (
     add_spec_args,
     plain,
     progress_console,
+    run_title,
     say_estimate,
     settings_from_args,
     specs_from_args,
@@ -56,6 +57,8 @@ def cmd_run(args) -> None:
                      on_estimate=None if args.no_estimate else say_estimate)
         Console().print(summary_table(record))
         print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
+        print(f"next: robench show {record.run_id}" + ("" if args.results_dir is None else
+                                                       f" --results-dir {settings.results_dir}"))
 
 
 def cmd_train(args) -> None:
@@ -177,9 +180,7 @@ ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (cl
 
 
 def summary_table(record) -> Table:
-    spec = record.spec
-    table = Table(title=plain(f"{spec['model']} × {spec['attack']} on {spec['task']} "
-                              f"({spec['backbone']}, seed {spec['seed']}, {record.metrics.get('examples')} examples)"))
+    table = Table(title=plain(f"{run_title(record.spec)}: {record.metrics.get('examples')} examples"))
     table.add_column("Metric")
     table.add_column("Value", justify="right")
     for label, key, kind in ROWS:
