@@ -37,10 +37,10 @@ def test_the_cached_relations_are_the_built_ones_and_need_no_wordnet(settings, c
     assert cached.lemmas("loved") == {"loved", "love"} and cached.is_inflection("worse", "bad")
     assert cached.wordnet.synsets("film") and "reader" in vars(cached.wordnet)  # loaded when asked for synsets
 
-    (folder / "relations.json").write_text("{}")  # damaged: rebuilt with a warning
-    with caplog.at_level(logging.INFO):
-        again = build(settings)
-    assert "is damaged" in caplog.text and again.synonyms == built.synonyms
+    from robench.engine.resources.files import cached_build
+
+    (folder / "relations.json").write_text("{}")  # damaged: refused with a warning, so built again
+    assert cached_build(folder, lexicon_module._load_relations) is None and "is damaged" in caplog.text
 
 
 @pytest.fixture

@@ -47,12 +47,17 @@ def add_parser(sub) -> None:
 
 
 def cmd_run(args) -> None:
-    from robench.runs.runner import run
+    from robench.core.progress import phase
+
+    with phase("loading torch and transformers"):
+        from robench.runs.runner import run
 
     settings, console = settings_from_args(args), progress_console(args)
     if args.dry_run:
         return dry_run(args, settings, attack=True)
-    for spec in specs_from_args(args, settings):
+    with phase("reading the task data and checking the run"):
+        specs = specs_from_args(args, settings)
+    for spec in specs:
         record = run(spec, settings, device=args.device, console=console, force=args.force,
                      on_estimate=None if args.no_estimate else say_estimate)
         Console().print(summary_table(record))
@@ -62,7 +67,10 @@ def cmd_run(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from robench.runs.runner import train
+    from robench.core.progress import phase
+
+    with phase("loading torch and transformers"):
+        from robench.runs.runner import train
 
     settings, console = settings_from_args(args), progress_console(args)
     if args.dry_run:

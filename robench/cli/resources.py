@@ -75,11 +75,11 @@ def _cmd_list(args) -> None:
     from robench.engine.resources import describe_all
 
     table = Table(title="robench resources")
-    for column in ("resource", "status", "details"):
-        table.add_column(column)
+    for column in ("resource", "status", "location", "details"):
+        table.add_column(column, overflow="fold")  # a location is shown in full, folded if it must be
     for name, info in describe_all(_settings(args)).items():
-        details = {k: v for k, v in info.items() if k != "status"}
-        table.add_row(name, info["status"], json.dumps(details, default=str)[:400])
+        details = {k: v for k, v in info.items() if k not in ("status", "location")}
+        table.add_row(name, info["status"], info.get("location", "–"), json.dumps(details, default=str)[:400])
     Console().print(table)
 
 
