@@ -49,14 +49,12 @@ def add_parser(sub) -> None:
 def cmd_run(args) -> None:
     from robench.core.progress import phase
 
-    with phase("loading torch and transformers"):
-        from robench.runs.runner import run
-
     settings, console = settings_from_args(args), progress_console(args)
     if args.dry_run:
         return dry_run(args, settings, attack=True)
-    with phase("reading the task data and checking the run"):
-        specs = specs_from_args(args, settings)
+    specs = specs_from_args(args, settings)  # a bad request is refused before torch loads
+    with phase("loading torch and transformers"):
+        from robench.runs.runner import run
     for spec in specs:
         record = run(spec, settings, device=args.device, console=console, force=args.force,
                      on_estimate=None if args.no_estimate else say_estimate)

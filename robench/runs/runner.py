@@ -113,7 +113,8 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
     calibration to estimate from)."""
     settings = settings or resolve_settings()
-    resolved = resolve_run(spec, settings)
+    with phase("reading the task data and resolving the run"):
+        resolved = resolve_run(spec, settings)
     spec = resolved.spec
     if spec.checkpoint is not None and spec.checkpoint.get("kind") != "checkpoint":
         raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
@@ -141,6 +142,8 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
             cached = is_cached(settings.checkpoints_dir / checkpoint_key(resolved))
             on_estimate(estimate(resolved, torch_device, cached, say=_say))
             start = time.perf_counter()
+        PHASES.info("fine-tuning %s, or reusing its cached checkpoint (the backbone and the training data load "
+                    "first)", spec.model)
         trained = fine_tune(resolved, torch_device, console)
         victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length, settings=settings)
         model = PreparedModel(victim, trained.record["dev_accuracy"], str(trained.checkpoint),
