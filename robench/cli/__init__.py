@@ -122,5 +122,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         logger.removeHandler(handler)
         phases.removeHandler(phase_handler)
+        phases.setLevel(logging.NOTSET)
     return 0
 
