@@ -21,7 +21,7 @@ of a and some lemma of b (each word counting as its own lemma) are listed antony
 Reading them means walking WordNet's synsets (about 35 s), so they are built once, on first use, into
 `<cache_dir>/resources/relations-<key>` (one JSON file and its manifest, `robench.core.manifest`), keyed by the
 SHA-256 of every input file, and verified before each reuse: `robench show`, the audit and the attacks load them
-in well under a second. WordNet's morphology comes with them (its exception lists and lemma index, run through
+in about a second. WordNet's morphology comes with them (its exception lists and lemma index, run through
 NLTK's `morphy` rules), so that loading NLTK's WordNet reader waits until something asks for synsets.
 """
 from __future__ import annotations
