@@ -82,9 +82,10 @@ def check_checkpoint(location: str) -> None:
     if classifier is None or heads and classifier.__name__ not in heads and \
             not any(h.endswith("ForSequenceClassification") for h in heads):
         held = heads[0] if heads else f"{config.model_type} model"
-        raise RobenchError(f"checkpoint {location} holds a {held}, not a sequence classifier: save one made with "
-                           "AutoModelForSequenceClassification (model.save_pretrained), or fine-tune this one first "
-                           f"(robench run --backbone {location})")
+        raise RobenchError(f"checkpoint {location} holds a {held}, not a sequence classifier: it has no trained "
+                           "weights for classifier, which would be initialised at random, so every run would score "
+                           "another model; save one made with AutoModelForSequenceClassification "
+                           f"(model.save_pretrained), or fine-tune this one first (robench run --backbone {location})")
     for path in _weight_files(location, folder):
         if (problem := _weights_problem(path)) is not None:
             raise RobenchError(f"checkpoint {location}: unreadable weights {path.name} ({problem}); save the model "
