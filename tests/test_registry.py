@@ -104,9 +104,13 @@ try:
     main(["run", "--epochs", "two"])
 except SystemExit:
     pass
+assert main(["run", "--model", "imbert+frelb", "--quiet"]) == 2
+assert main(["run", "--attack", "textfoolr", "--quiet"]) == 2
 heavy = sorted({"torch", "transformers", "datasets", "pandas", "scipy"} & set(sys.modules))
 assert not heavy, heavy
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "argument --epochs: invalid int value" in done.stderr
+    assert "unknown model 'frelb'; did you mean freelb" in done.stderr
+    assert "unknown attack 'textfoolr'; did you mean textfooler" in done.stderr

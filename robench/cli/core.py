@@ -53,6 +53,7 @@ def cmd_run(args) -> None:
     if args.dry_run:
         return dry_run(args, settings, attack=True)
     specs = specs_from_args(args, settings)  # a bad request is refused before torch loads
+    _require_names(specs)
     with phase("loading torch and transformers"):
         from robench.runs.runner import run
     for spec in specs:
@@ -62,6 +63,18 @@ def cmd_run(args) -> None:
         print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
         print(f"next: robench show {record.run_id}" + ("" if args.results_dir is None else
                                                        f" --results-dir {settings.results_dir}"))
+
+
+def _require_names(specs) -> None:
+    """Unknown model and attack names refused from the registries' declarations (no torch); the full checks follow
+    when the run resolves."""
+    from robench.core.registry import ATTACKS, MODELS
+
+    for spec in specs:
+        if spec.checkpoint is None:
+            for part in spec.model.split("+"):
+                MODELS.require(part)
+        ATTACKS.require(spec.attack)
 
 
 def cmd_train(args) -> None:

@@ -125,13 +125,21 @@ class Registry(Generic[T]):
         if entry is None and arg and prefix in self._families:
             return self._families[prefix](check_name(self.kind[:-1], name).partition(":")[2])  # ARG names a file
         if entry is None:
-            close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise RobenchError(
-                f"unknown {self.kind[:-1]} {name!r}{hint} (known: {', '.join(sorted(self._entries))}; "
-                f"see `robench list`)"
-            )
+            raise self._unknown(name)
         return entry.load()
+
+    def require(self, name: str) -> None:
+        """A RobenchError ("did you mean ...") unless `name` is registered (a family's `prefix:ARG` aside, which
+        only loading can check); imports nothing but the declarations."""
+        self._discover()
+        if name not in self._entries and ":" not in name:
+            raise self._unknown(name)
+
+    def _unknown(self, name: str) -> RobenchError:
+        close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return RobenchError(f"unknown {self.kind[:-1]} {name!r}{hint} (known: {', '.join(sorted(self._entries))}; "
+                            "see `robench list`)")
 
     def families(self) -> dict[str, T]:
         """One example entry per family, keyed by its pattern (`transfer:RUN_ID`), built with ARG as the argument."""
