@@ -1,11 +1,4 @@
-"""Built-in models and defenses; importing this package registers them."""
-from robench.models import (
-    a2t,  # noqa: F401
-    ascc,  # noqa: F401
-    bert,  # noqa: F401
-    freelb,  # noqa: F401
-    imbert,  # noqa: F401
-    pgd,  # noqa: F401
-    safer,  # noqa: F401
-    smart,  # noqa: F401
-)
+"""Built-in models and defenses, one module each; a module is imported (and registers its entry) when its name
+is first looked up (`robench.core.registry`)."""
+
+LAZY = {name: f"robench.models.{name}" for name in ("a2t", "ascc", "bert", "freelb", "imbert", "pgd", "safer", "smart")}

@@ -37,3 +37,80 @@ def test_composed_model_names():
         bert.resolve_params({"gamma": 1.0})
     with pytest.raises(RobenchError, match="unknown model"):
         resolve_model("bert+nothing")
+
+
+def _package(tmp_path, monkeypatch, name: str, files: dict[str, str]) -> None:
+    """A built-in package `name` on sys.path, from {relative path: source}."""
+    for rel, text in files.items():
+        (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name / rel).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_a_failed_builtin_import_raises_again_rather_than_reading_as_unknown(tmp_path, monkeypatch):
+    # issue 44: discovery was marked done before the import ran, so the second lookup said "unknown widget"
+    _package(tmp_path, monkeypatch, "broken_builtins", {"__init__.py": "raise ImportError('missing dependency x')"})
+    reg: Registry[object] = Registry("widgets", "broken_builtins")
+    for _ in range(2):
+        with pytest.raises(ImportError, match="missing dependency x"):
+            reg.get("alpha")
+
+
+def test_a_failed_lazy_module_raises_again_and_keeps_its_name(tmp_path, monkeypatch):
+    _package(tmp_path, monkeypatch, "lazy_builtins", {
+        "__init__.py": "LAZY = {'alpha': 'lazy_builtins.alpha', 'beta': 'lazy_builtins.beta'}",
+        "alpha.py": "raise ImportError('missing dependency y')",
+        "beta.py": "from robench.core.registry import Registry\n",
+    })
+    reg: Registry[object] = Registry("widgets", "lazy_builtins")
+    assert reg.names() == ["alpha", "beta"]  # declared, nothing imported
+    for _ in range(2):
+        with pytest.raises(ImportError, match="missing dependency y"):
+            reg.get("alpha")
+    assert "alpha" in reg
+    with pytest.raises(RobenchError, match="does not register it"):
+        reg.get("beta")
+
+
+def test_lazy_tables_name_exactly_what_the_modules_register():
+    import importlib
+
+    import robench.attacks
+    import robench.models
+
+    for registry, package in ((MODELS, robench.models), (ATTACKS, robench.attacks)):
+        for module in set(package.LAZY.values()):
+            importlib.import_module(module)
+        builtin = {e.name for e in registry.entries() if e.source == "robench"}
+        assert builtin == set(package.LAZY), registry.kind
+        assert all(registry.get(name) is not None for name in package.LAZY)
+
+
+def test_looking_up_names_and_parsing_arguments_import_no_torch():
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from robench.core.registry import ATTACKS, MODELS, TASKS
+assert "imbert" in MODELS and "textfooler" in ATTACKS.names() and MODELS.get("bert").name == "bert"
+TASKS.get("sst2")
+try:
+    ATTACKS.get("textfoolr")
+except Exception as exc:
+    assert "did you mean textfooler" in str(exc)
+from robench.cli import main
+try:
+    main(["run", "--epochs", "two"])
+except SystemExit:
+    pass
+assert main(["run", "--model", "imbert+frelb", "--quiet"]) == 2
+assert main(["run", "--attack", "textfoolr", "--quiet"]) == 2
+heavy = sorted({"torch", "transformers", "datasets", "pandas", "scipy"} & set(sys.modules))
+assert not heavy, heavy
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "argument --epochs: invalid int value" in done.stderr
+    assert "unknown model 'frelb'; did you mean freelb" in done.stderr
+    assert "unknown attack 'textfoolr'; did you mean textfooler" in done.stderr

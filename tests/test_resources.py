@@ -259,6 +259,22 @@ def test_cli_resources_list(settings, capsys):
     assert json.dumps(described)
 
 
+def test_resources_list_shows_every_location_in_full(settings, capsys, monkeypatch):
+    from robench.cli import main
+    from robench.training.backbones import resolve_backbone
+
+    described = resources.describe_all(settings)
+    assert all(info.get("location") for info in described.values()), described
+    assert described["backbone:minilm"]["location"] == str(resolve_backbone("minilm").location)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["resources", "list", "--data-dir", str(settings.data_dir), "--cache-dir",
+                 str(settings.cache_dir)]) == 0
+    rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.count("│") == 5]
+    cells = "".join(row[3].strip() for row in rows)  # the location column, its folded lines joined
+    for info in described.values():  # folded at 80 columns, never cut
+        assert info.get("location", "") in cells
+
+
 def test_calibration_pairs_are_single_swaps_in_windows(settings):
     table, stop = synonym_table(settings, "neighbors"), stopwords(settings)
     pairs = calibration_pairs(settings, table, stop, n=10, seed=0)

@@ -19,9 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator
-
-import pandas as pd
+from typing import TYPE_CHECKING, Iterator
 
 from robench.analysis.records import AnalysisConfig, AnalysisRecord, analysis_id
 from robench.analysis.syntax_config import SyntaxConfig
@@ -29,10 +27,10 @@ from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.packed import runs_to_read
 from robench.core.paths import Settings, resolve_settings
-from robench.core.records import iter_records
-from robench.report.identity import ModelSettings
-from robench.report.leaderboard import ANALYSIS_KEYS, ANALYSIS_METRICS
 from robench.runs.spec import RunSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def analysis_dir(settings: Settings) -> Path:
@@ -87,6 +85,12 @@ def analysis_frame(results_dir: Path, cache_dir: Path | None = None) -> pd.DataF
     examples, then the newest, when a model setting was analysed more than once. The model setting is the
     checkpoint's (`robench.report.identity.ModelSettings`, told the run records of `<results_dir>/runs`), so an
     analysis joins every leaderboard row of its checkpoint."""
+    import pandas as pd  # pandas, scipy and torch: only when tabulating (the CLI parser imports this package)
+
+    from robench.core.records import iter_records
+    from robench.report.identity import ModelSettings
+    from robench.report.leaderboard import ANALYSIS_KEYS, ANALYSIS_METRICS
+
     runs = runs_to_read(results_dir, cache_dir)
     ids = ModelSettings(iter_records(runs) if runs.is_dir() else ())
     rows = []

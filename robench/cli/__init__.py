@@ -53,6 +53,14 @@ class _WarningLine(logging.Handler):
                   soft_wrap=True)
 
 
+class _PhaseLine(logging.Handler):
+    """What robench is doing, for work of more than about 2 s without a progress bar (`robench.core.progress.phase`),
+    as one dim stderr line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        ERR.print(f"[dim]robench: {escape(terminal_safe(record.getMessage()))}[/]", highlight=False, soft_wrap=True)
+
+
 def _error_line(message: str) -> None:
     """One `robench: error:` line: rich markup and terminal controls in the message printed as they are typed."""
     ERR.print(f"[bold red]robench: error:[/] {escape(terminal_safe(message))}", highlight=False, soft_wrap=True)
@@ -60,14 +68,15 @@ def _error_line(message: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # read when transformers is imported, if ever
     args = build_parser().parse_args(argv)
-    logger = logging.getLogger("robench")
-    handler = _WarningLine(logging.WARNING)
+    logger, phases = logging.getLogger("robench"), logging.getLogger("robench.phases")
+    handler, phase_handler = _WarningLine(logging.WARNING), _PhaseLine(logging.INFO)
     logger.addHandler(handler)
+    if not getattr(args, "quiet", False):
+        phases.addHandler(phase_handler)
+        phases.setLevel(logging.INFO)
     try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
         args.handler(args)
     except RobenchError as exc:
         _error_line(str(exc))
@@ -85,5 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         logger.removeHandler(handler)
+        phases.removeHandler(phase_handler)
+        phases.setLevel(logging.NOTSET)
     return 0
 

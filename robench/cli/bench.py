@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios measured side by side in one run)",
                        description="Run `robench bench NAME --help` for each benchmark's options.")
     benchmarks = p.add_subparsers(dest="name", required=True, metavar="NAME")
-    for add in (_add_analysis, _add_attack, _add_defenses, _add_estimate, _add_train):
+    for add in (_add_analysis, _add_attack, _add_defenses, _add_estimate, _add_startup, _add_train):
         add(benchmarks)
 
 
@@ -188,6 +188,29 @@ def cmd_train(args) -> None:
 
 
 # ---------------------------------------------------------------- estimate
+
+def _add_startup(sub) -> None:
+    p = sub.add_parser("startup", help="how fast robench answers: --help, errors, show, leaderboard, a small run",
+                       description="`robench bench startup`: wall and CPU seconds of --help, an argument error, "
+                                   "`show` and `leaderboard` over a 20-example view of a run, the lexicon's relations "
+                                   "built and cached, and a small run's first line and longest silence, each in a "
+                                   "fresh process, beside its target.")
+    p.add_argument("--run-id", help="the word-level run to show (default: the first in the results dir's runs/)")
+    p.add_argument("--no-lexicon-build", dest="build_lexicon", action="store_false", default=None,
+                   help="skip timing the lexicon's build from scratch (about 40 s)")
+    p.add_argument("--no-small-run", dest="small_run", action="store_false", default=None,
+                   help="skip the small run (trains MiniLM on 64 examples)")
+    add_common_args(p)
+    p.set_defaults(handler=cmd_startup)
+
+
+def cmd_startup(args) -> None:
+    from robench.bench.startup import StartupBenchOptions, startup_bench
+
+    settings = settings_from_args(args)
+    settings.require_data_dir()
+    startup_bench(options(StartupBenchOptions, args), settings)
+
 
 def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="the upfront cost estimate against real runs, stage by stage",

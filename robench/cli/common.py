@@ -145,6 +145,14 @@ def plain(text) -> Text:
     return Text(terminal_safe(text))
 
 
+def run_title(spec: dict) -> str:
+    """A run as its record names it: `MODEL × ATTACK on TASK` and, for a model robench fine-tuned, its backbone and
+    seed (a given checkpoint's name, `checkpoint:NAME@HASH`, already says what it is)."""
+    trained = spec.get("checkpoint") is None
+    return (f"{spec.get('model')} × {spec.get('attack')} on {spec.get('task')}"
+            + (f" (backbone {spec.get('backbone')}, seed {spec.get('seed')})" if trained else ""))
+
+
 def progress_console(args) -> Console | None:
     """stderr console for progress bars, or None with --quiet."""
     return None if getattr(args, "quiet", False) else Console(stderr=True)

@@ -10,6 +10,7 @@ from robench.cli.common import (
     add_spec_args,
     plain,
     progress_console,
+    run_title,
     say_estimate,
     settings_from_args,
     specs_from_args,
@@ -51,24 +52,45 @@ def add_parser(sub) -> None:
 
 
 def cmd_run(args) -> None:
-    from robench.runs.runner import run
+    from robench.core.progress import phase
 
     settings, console = settings_from_args(args), progress_console(args)
     if args.dry_run:
         return dry_run(args, settings, attack=True)
-    for spec in specs_from_args(args, settings):
+    specs = specs_from_args(args, settings)  # a bad request is refused before torch loads
+    _require_names(specs)
+    with phase("loading torch and transformers"):
+        from robench.runs.runner import run
+    for spec in specs:
         record = run(spec, settings, device=args.device, console=console, force=args.force,
                      on_estimate=None if args.no_estimate else say_estimate)
         Console().print(summary_table(record))
         print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
+        print(f"next: robench show {record.run_id}" + ("" if args.results_dir is None else
+                                                       f" --results-dir {settings.results_dir}"))
     if getattr(args, "protocol", None):
         flag = "--with-reference" + ("" if args.protocol == "reference" else f" {args.protocol}")
         print(f"next: robench leaderboard {flag} --html board.html   # your row among the published ones\n"
               f"      robench compare {flag}   # paired with the baseline's seeds on the same examples")
 
 
+def _require_names(specs) -> None:
+    """Unknown model and attack names refused from the registries' declarations (no torch); the full checks follow
+    when the run resolves."""
+    from robench.core.registry import ATTACKS, MODELS
+
+    for spec in specs:
+        if spec.checkpoint is None:
+            for part in spec.model.split("+"):
+                MODELS.require(part)
+        ATTACKS.require(spec.attack)
+
+
 def cmd_train(args) -> None:
-    from robench.runs.runner import train
+    from robench.core.progress import phase
+
+    with phase("loading torch and transformers"):
+        from robench.runs.runner import train
 
     settings, console = settings_from_args(args), progress_console(args)
     if args.dry_run:
@@ -124,9 +146,7 @@ ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (cl
 
 
 def summary_table(record) -> Table:
-    spec = record.spec
-    table = Table(title=plain(f"{spec['model']} × {spec['attack']} on {spec['task']} "
-                              f"({spec['backbone']}, seed {spec['seed']}, {record.metrics.get('examples')} examples)"))
+    table = Table(title=plain(f"{run_title(record.spec)}: {record.metrics.get('examples')} examples"))
     table.add_column("Metric")
     table.add_column("Value", justify="right")
     for label, key, kind in ROWS:
@@ -159,7 +179,7 @@ def cmd_list(args) -> None:
         table.add_column("source")
         table.add_column("summary")
         for entry in registry.entries():
-            obj = entry.obj
+            obj = entry.obj if entry.entry_point is not None else entry.load()  # a plugin is imported when used
             summary = getattr(obj, "summary", None) or getattr(obj, "note", "") if obj is not None else \
                 f"(lazy: {entry.entry_point.value})"
             table.add_row(entry.name, entry.source, summary)

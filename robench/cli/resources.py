@@ -1,4 +1,8 @@
-"""`robench resources list|build-synonyms|build-mlm|build-mlm-head|calibrate`."""
+"""`robench resources list|build-synonyms|build-mlm|build-mlm-head|calibrate`.
+
+The parsers import nothing heavy (`robench --help` answers at once): the resources are imported by the handlers,
+and a build flag left out is None here, so its config dataclass's default applies (the defaults live there, once).
+"""
 from __future__ import annotations
 
 import json
@@ -7,15 +11,6 @@ from typing import Callable
 
 from robench.cli.common import add_common_args, progress_console, settings_from_args
 from robench.core.errors import RobenchError
-from robench.engine.resources import (
-    PAPER_THRESHOLDS,
-    MlmBuildConfig,
-    build_mlm,
-    build_synonyms,
-    calibrate,
-    describe_all,
-    mlm_dir,
-)
 
 
 def add_parser(sub) -> None:
@@ -33,12 +28,9 @@ def add_parser(sub) -> None:
     add_common_args(q)
     q.set_defaults(handler=_cmd_build_synonyms)
     q = rsub.add_parser("build-mlm", help="train a masked LM from the packaged MiniLM on the local corpora")
-    defaults = MlmBuildConfig()
-    for name in ("steps", "batch_size", "max_length", "heldout", "seed"):
-        q.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
-    q.add_argument("--lr", type=float, default=defaults.lr)
+    _add_build_flags(q)
     q.add_argument("--max-minutes", type=float, default=None, help="stop early after this long (recorded)")
-    q.add_argument("--save-dtype", choices=["float32", "bfloat16"], default=defaults.save_dtype)
+    q.add_argument("--save-dtype", choices=["float32", "bfloat16"], help="default: float32")
     q.add_argument("--backbone", default="minilm")
     q.add_argument("--force", action="store_true", help="rebuild even if a build already exists")
     add_common_args(q)
@@ -50,6 +42,21 @@ def add_parser(sub) -> None:
                    help="extra USE threshold to map, e.g. angular:0.9 (window pairs) ")
     add_common_args(q)
     q.set_defaults(handler=_cmd_calibrate)
+
+
+BUILD_FLAGS = ("steps", "batch_size", "max_length", "heldout", "seed")
+
+
+def _add_build_flags(q, extra: tuple[str, ...] = ()) -> None:
+    """--steps, --batch-size, ... and --lr of a build (default: the build config's)."""
+    for name in extra + BUILD_FLAGS:
+        q.add_argument(f"--{name.replace('_', '-')}", type=int)
+    q.add_argument("--lr", type=float)
+
+
+def _given(args, names: tuple[str, ...]) -> dict:
+    """The build flags given on the command line (the config's defaults apply to the others)."""
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
 
 def _settings(args):
@@ -65,16 +72,20 @@ def _cmd_list(args) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from robench.engine.resources import describe_all
+
     table = Table(title="robench resources")
-    for column in ("resource", "status", "details"):
-        table.add_column(column)
+    for column in ("resource", "status", "location", "details"):
+        table.add_column(column, overflow="fold")  # a location is shown in full, folded if it must be
     for name, info in describe_all(_settings(args)).items():
-        details = {k: v for k, v in info.items() if k != "status"}
-        table.add_row(name, info["status"], json.dumps(details, default=str)[:400])
+        details = {k: v for k, v in info.items() if k not in ("status", "location")}
+        table.add_row(name, info["status"], info.get("location", "–"), json.dumps(details, default=str)[:400])
     Console().print(table)
 
 
 def _cmd_build_synonyms(args) -> None:
+    from robench.engine.resources import build_synonyms
+
     if args.source == "lexicon":
         from robench.engine.resources.lexicon_table import VOCAB_SIZE, build_lexicon_table
 
@@ -86,10 +97,9 @@ def _cmd_build_synonyms(args) -> None:
 
 def _cmd_build_mlm(args) -> None:
     from robench.core.device import pick_device
+    from robench.engine.resources import MlmBuildConfig, build_mlm, mlm_dir
 
-    config = MlmBuildConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
-                            heldout=args.heldout, seed=args.seed, max_minutes=args.max_minutes,
-                            save_dtype=args.save_dtype)
+    config = MlmBuildConfig(**_given(args, BUILD_FLAGS + ("lr", "max_minutes", "save_dtype")))
     for name in ("steps", "batch_size", "max_length"):
         if getattr(config, name) <= 0:
             raise RobenchError(f"--{name.replace('_', '-')} must be positive")
@@ -102,8 +112,7 @@ def _cmd_build_mlm_head(args) -> None:
     from robench.analysis.mlm_head import MlmHeadConfig, build_mlm_head, mlm_head_dir
     from robench.core.device import pick_device
 
-    config = MlmHeadConfig(texts=args.texts, heldout=args.heldout, max_length=args.max_length, steps=args.steps,
-                           batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    config = MlmHeadConfig(**_given(args, ("texts", "lr") + BUILD_FLAGS))
     settings = _settings(args)
     build_once(mlm_head_dir(settings, args.backbone), args.force,
                lambda: build_mlm_head(settings, pick_device(args.device), config, args.backbone, _console(args)))
@@ -125,14 +134,9 @@ def build_once(target: Path, force: bool, build: Callable[[], dict]) -> None:
 
 
 def _add_build_head_parser(rsub) -> None:
-    from robench.analysis.mlm_head import MlmHeadConfig
-
     q = rsub.add_parser("build-mlm-head", help="train an MLM head on the frozen pre-trained encoder "
                                                "(for `robench analyze --syntax`)")
-    defaults = MlmHeadConfig()
-    for name in ("texts", "heldout", "max_length", "steps", "batch_size", "seed"):
-        q.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
-    q.add_argument("--lr", type=float, default=defaults.lr)
+    _add_build_flags(q, extra=("texts",))
     q.add_argument("--backbone", default="minilm")
     q.add_argument("--force", action="store_true", help="rebuild even if a build already exists")
     add_common_args(q)
@@ -141,6 +145,7 @@ def _add_build_head_parser(rsub) -> None:
 
 def _cmd_calibrate(args) -> None:
     from robench.core.device import pick_device
+    from robench.engine.resources import PAPER_THRESHOLDS, calibrate
 
     extra = []
     for item in args.threshold:

@@ -1,4 +1,5 @@
-"""`robench show RUN_ID`: a finished run's attacked examples in the terminal, changed words highlighted.
+"""`robench show RUN_ID`: a finished run's attacked examples in the terminal, the attack's edits marked inline,
+readable at 80 columns (wrapped at words; `[[old -> new]]` when piped).
 
 Texts, names and labels come from data and records: control characters (escape sequences, OSC-8 links) and
 bidirectional controls in them are shown as visible escapes (`robench.core.text.terminal_safe`), and nothing
@@ -6,10 +7,9 @@ from them is read as rich markup. `show` only reads: a read-only results directo
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from robench.cli.common import plain, settings_from_args
+from robench.cli.common import plain, run_title, settings_from_args
 from robench.core.text import terminal_safe
 
 STATUS_STYLE = {"successful": "bold red", "failed": "green", "skipped": "dim", "error": "bold magenta"}
@@ -39,7 +39,7 @@ def cmd_show(args) -> None:
     runs_dir = runs_to_read(settings.results_dir, settings.cache_dir)
     run = load_run(runs_dir, args.run_id)
     console = Console()
-    console.print(examples_table(run, args.outcome, args.limit))
+    print_examples(console, run, args.outcome, args.limit)
     for label, value in validity_facts(run.record.metrics) + reading_facts(runs_dir, run.record.run_id):
         console.print(plain(f"{label}: {value}"))
     if args.html:
@@ -48,40 +48,54 @@ def cmd_show(args) -> None:
         print(f"wrote {write_run_page(runs_dir, run.record.run_id, args.html)}")
 
 
-def examples_table(run, outcome: str, limit: int) -> Table:
-    from robench.report.examples import word_diff
-    from robench.report.validity import lexicon_settings, marked, swap_marks
+def print_examples(console: Console, run, outcome: str, limit: int) -> None:
+    """The chosen examples, one block each: a header line (index, outcome, label, prediction, queries) and the
+    adversarial text with the attack's edits marked inline, wrapped at words to any width. On a terminal an edit
+    is the old words struck through in red beside the new ones in green; piped, it is `[[old -> new]]`."""
+    from robench.report.examples import inline_diff
+    from robench.report.validity import MARKED, lexicon_settings, swap_marks
 
     lexicon = lexicon_settings() if "validity" in run.record.metrics else None
-
-    spec = run.record.spec
     chosen = [e for e in run.examples if outcome in ("all", e.status)]
     shown = chosen[:limit] if limit > 0 else chosen
     counts = ", ".join(f"{n} {o}" for o, n in run.counts().items() if n)
-    title = f"{spec.get('model')} × {spec.get('attack')} on {spec.get('task')} (seed {spec.get('seed')}): {counts}"
-    table = Table(title=plain(title), show_lines=True,
-                  caption=plain(f"{len(shown)} of {len(chosen)} {'' if outcome == 'all' else outcome + ' '}"
-                                f"examples; run {run.record.run_id}"))
-    for name, justify in (("#", "right"), ("outcome", "left"), ("label", "left"), ("prediction", "left"),
-                          ("queries", "right"), ("original", "left"), ("adversarial", "left")):
-        table.add_column(name, justify=justify, overflow="fold")
+    terminal = console.is_terminal
+    console.print(plain(f"{run_title(run.record.spec)}: {counts}"), style="bold")
     for e in shown:
-        original, adversarial = word_diff(e.original_text, e.perturbed_text)
-        if lexicon is not None and e.status == "successful":  # antonym and unlisted swaps marked
-            adversarial = marked(adversarial, swap_marks(e.original_text, e.perturbed_text, lexicon))
-        table.add_row(str(e.index), Text(terminal_safe(e.status), STATUS_STYLE.get(e.status, "")),
-                      plain(run.label(e.label)),
-                      plain(f"{run.label(e.original_prediction)} → {run.label(e.perturbed_prediction)}"),
-                      str(e.queries),
-                      _styled(original, "bold red strike") if original else Text("(replayed: no original)", "dim"),
-                      _styled(adversarial, "bold green"))
-    return table
+        marks = {word: cls for word, cls in swap_marks(e.original_text, e.perturbed_text, lexicon).items()
+                 if cls in MARKED} if lexicon is not None and e.status == "successful" else {}
+        head = Text(f"#{e.index} ")
+        head.append(terminal_safe(e.status), STATUS_STYLE.get(e.status, ""))
+        head.append(terminal_safe(f"  label {run.label(e.label)}  prediction {run.label(e.original_prediction)} → "
+                                  f"{run.label(e.perturbed_prediction)}  {e.queries} queries"))
+        text = _diff_text(inline_diff(e.original_text, e.perturbed_text), marks, terminal) if e.original_text \
+            else Text(terminal_safe(e.perturbed_text)).append("  (replayed: no original)", "dim")
+        console.print()
+        console.print(head)
+        for line in text.wrap(console, max(console.width - 4, 20)):  # indented, with no trailing blanks
+            line.rstrip()
+            console.print(Text("    ").append_text(line))
+    console.print()
+    console.print(plain(f"{len(shown)} of {len(chosen)} {'' if outcome == 'all' else outcome + ' '}examples; "
+                        f"run {run.record.run_id}"))
 
 
-def _styled(pieces, style: str) -> Text:
+def _diff_text(pieces: list, marks: dict[str, str], terminal: bool) -> Text:
     text = Text()
     for piece in pieces:
-        text.append(terminal_safe(piece.text), style if piece.changed else "")
-        if getattr(piece, "mark", ""):
-            text.append(f"[{piece.mark}]", "bold white on red" if piece.mark == "antonym" else "bold yellow")
+        if isinstance(piece, str):
+            text.append(terminal_safe(piece))
+            continue
+        old, new = terminal_safe(piece.old), terminal_safe(piece.new)
+        if terminal:
+            text.append(old, "red strike")
+            text.append(" " if old and new else "")
+            text.append(new, "bold green")
+        else:
+            text.append(f"[[{old} -> {new}]]")
+        if not new:
+            text.append(" ")
+        for word in dict.fromkeys(piece.new.lower().split()):
+            if (mark := marks.get(word)) is not None:
+                text.append(f"[{mark}]", "bold white on red" if mark == "antonym" else "bold yellow")
     return text

@@ -1,11 +1,28 @@
-"""rich progress bars for long work (training, attacks); silent when no console is given."""
+"""rich progress bars for long work (training, attacks), silent when no console is given; and `phase`, the one line
+that names work of more than about 2 seconds which has no bar (loading libraries, building a resource)."""
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+PHASES = logging.getLogger("robench.phases")  # the CLI prints these on stderr (not with --quiet)
+
+
+@contextlib.contextmanager
+def phase(what: str) -> Iterator[None]:
+    """Say that `what` starts ("building the synonym lexicon (first use, about 70 s)") and, when it took more than
+    2 s, how long it took: INFO records of the `robench.phases` logger."""
+    PHASES.info("%s", what)
+    start = time.perf_counter()
+    yield
+    if (seconds := time.perf_counter() - start) > 2:
+        PHASES.info("%s: done in %.0f s", what.split(" (")[0], seconds)
 
 
 def progress_bar(console: Console | None) -> Progress:

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Protocol
 
-import torch
-from torch import nn
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: importing core imports no torch
+    import torch
     from rich.console import Console
+    from torch import nn
 
     from robench.core.paths import Settings
     from robench.engine.victim import Victim

@@ -60,6 +60,42 @@ def word_diff(original: str, perturbed: str) -> tuple[list[Piece], list[Piece]]:
     return _pieces(original, before, changed_before), _pieces(perturbed, after, changed_after)
 
 
+@dataclass(frozen=True)
+class Change:
+    """One edit of an inline diff: `old` words replaced by `new` ones (either may be empty)."""
+
+    old: str
+    new: str
+
+
+def inline_diff(original: str, perturbed: str) -> list[str | Change]:
+    """`perturbed` as plain runs of text and the `Change`s that made it from `original`, aligned word by word as
+    `word_diff` aligns them: joining each run and each change's `new` gives `perturbed` back exactly."""
+    before, after = _spans(original, split_words(original)), _spans(perturbed, split_words(perturbed))
+    out: list[str | Change] = []
+    pos = 0
+    for op, i1, i2, j1, j2 in SequenceMatcher(a=[original[a:b] for a, b in before],
+                                              b=[perturbed[a:b] for a, b in after], autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        start = after[j1][0] if j1 < len(after) else len(perturbed)  # a deletion: before the next word
+        end = after[j2 - 1][1] if j1 < j2 else start
+        out.append(perturbed[pos:start])
+        out.append(Change(original[before[i1][0]:before[i2 - 1][1]] if i1 < i2 else "", perturbed[start:end]))
+        pos = end
+    out.append(perturbed[pos:])
+    return [piece for piece in out if piece != ""]
+
+
+def _spans(text: str, words: list[str]) -> list[tuple[int, int]]:
+    spans, pos = [], 0
+    for word in words:
+        start = text.index(word, pos)
+        spans.append((start, start + len(word)))
+        pos = start + len(word)
+    return spans
+
+
 def _pieces(text: str, words: list[str], changed: set[int]) -> list[Piece]:
     out, pos = [], 0
     for i, word in enumerate(words):

@@ -15,6 +15,7 @@ from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.locks import file_lock
 from robench.core.paths import Settings, resolve_settings
+from robench.core.progress import PHASES, phase
 from robench.core.records import RunRecord, record_path
 from robench.core.text import excerpt
 from robench.core.types import AttackContext, ExampleResult, Source, Task
@@ -32,6 +33,11 @@ from robench.training.loop import TrainedModel, checkpoint_key, fine_tune, is_ca
 
 OnEstimate = Callable[[CostEstimate], None]
 log = logging.getLogger(__name__)
+
+
+def _say(line: str) -> None:
+    """A calibration's lines (`estimate`, about 30 s on first use) as phase lines."""
+    PHASES.info("%s", line)
 
 
 @dataclass
@@ -95,7 +101,7 @@ def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
     resolved = resolve_run(spec, settings or resolve_settings(), attack=False)
     torch_device = pick_device(device)
     if on_estimate is not None and not is_cached(resolved.settings.checkpoints_dir / checkpoint_key(resolved)):
-        on_estimate(estimate(resolved, torch_device, train_cached=False))
+        on_estimate(estimate(resolved, torch_device, train_cached=False, say=_say))
     return fine_tune(resolved, torch_device, console)
 
 
@@ -108,7 +114,8 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
     calibration to estimate from). `batch_size`: inputs per forward pass of a given checkpoint (default 64)."""
     settings = settings or resolve_settings()
-    resolved = resolve_run(spec, settings)
+    with phase("reading the task data and resolving the run"):
+        resolved = resolve_run(spec, settings)
     spec = resolved.spec
     if spec.checkpoint is not None and spec.checkpoint.get("kind") != "checkpoint":
         raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
@@ -134,8 +141,10 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
     if spec.trains:
         if on_estimate is not None:
             cached = is_cached(settings.checkpoints_dir / checkpoint_key(resolved))
-            on_estimate(estimate(resolved, torch_device, cached))
+            on_estimate(estimate(resolved, torch_device, cached, say=_say))
             start = time.perf_counter()
+        PHASES.info("fine-tuning %s, or reusing its cached checkpoint (the backbone and the training data load "
+                    "first)", spec.model)
         trained = fine_tune(resolved, torch_device, console)
         victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length, settings=settings)
         model = PreparedModel(victim, trained.record["dev_accuracy"], str(trained.checkpoint),
@@ -145,8 +154,9 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
                               trained.record.get("train_examples"))
     else:
         sized = {"batch_size": batch_size} if batch_size is not None else {}
-        victim = load_victim(spec.checkpoint["location"], torch_device, label_order=resolved.label_order,
-                             max_length=spec.train.max_length, settings=settings, **sized)
+        with phase(f"loading the checkpoint {spec.checkpoint['location']}"):
+            victim = load_victim(spec.checkpoint["location"], torch_device, label_order=resolved.label_order,
+                                 max_length=spec.train.max_length, settings=settings, **sized)
         model = PreparedModel(victim, dev_accuracy(resolved, victim), spec.checkpoint["location"])
     model.timings["train_stage_seconds"] = time.perf_counter() - start
     return model
@@ -155,7 +165,8 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
 def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
     """Accuracy on the task's whole eval split, as training reports it; leaves the victim's cache empty."""
     dev = load_split(resolved.task, "eval", resolved.settings.data_dir, resolved.spec.data_source)
-    value = accuracy(victim, texts_of(dev, resolved.task), list(dev["label"]))
+    with phase(f"measuring the model's accuracy on the whole eval split ({len(dev)} examples)"):
+        value = accuracy(victim, texts_of(dev, resolved.task), list(dev["label"]))
     victim.reset()  # the attack starts from a fresh cache and counters, as on a freshly trained model
     return value
 
@@ -183,6 +194,7 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
                               "made_with": made_with})
 
     ctx.record = record_progress
+    PHASES.info("attacking %d examples with %s (its resources load first)", len(rows), spec.attack)
     try:
         output = recipe.attack(ctx, resolved.attack_params)
     except ModelFailure as exc:
@@ -197,7 +209,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     if callable(certify):  # a certified defence (SAFER): its certified-robust accuracy on the attacked examples
         metrics.update(certify(texts_of(eval_data, task), [int(y) for y in eval_data["label"]]))
     if recipe.word_swaps:
-        metrics["validity"] = validity_audit(results, settings, output.resources)
+        with phase("auditing the swaps against the lexicon"):
+            metrics["validity"] = validity_audit(results, settings, output.resources)
     seconds = time.perf_counter() - start
     data = {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
             "task_note": task.note or None, "fingerprint": spec.data_fingerprint,

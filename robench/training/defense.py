@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
-
-from torch import nn
+from typing import TYPE_CHECKING, Any, Callable
 
 from robench.core.errors import RobenchError
 from robench.core.params import make_params
 from robench.core.registry import MODELS
 from robench.core.types import Defense, NoParams, Objective
+
+if TYPE_CHECKING:  # annotations only: resolving a model's name and settings (reports) imports no torch
+    from torch import nn
 
 
 def plain_bert(backbone: str, num_labels: int, params: Any) -> nn.Module:

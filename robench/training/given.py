@@ -3,13 +3,15 @@
 A checkpoint is identified by the SHA-256 of its weight (and config and tokenizer) files, so two
 different models saved at the same path never share a run id. Its output labels are matched to the
 task's label names by name (`id2label`, case-insensitive); generic names (`LABEL_0`, ...) need an
-explicit label map.
+explicit label map. `check_checkpoint` refuses, in one line that names the fix, a checkpoint that cannot
+load (no tokenizer, no config, not a sequence classifier, unreadable weights) before any work starts.
 """
 from __future__ import annotations
 
 import json
 import re
 import shlex
+import zipfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -17,11 +19,13 @@ import torch
 
 from robench.core.errors import RobenchError
 from robench.core.hashing import files_sha256
+from robench.core.text import excerpt
 from robench.core.types import Task
 from robench.engine.victim import BaseVictim, Victim, defended
 from robench.training.weights import folder_weights_sha256
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")  # the first pattern that matches names the weight files
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "*.model")
 HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors"]  # config, tokenizer, weights (.bin only without)
 
 
@@ -30,7 +34,8 @@ def checkpoint_dir(location: str) -> Path:
     path = Path(location).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise RobenchError(f"checkpoint directory {path} has no config.json; save it with save_pretrained")
+            raise RobenchError(f"checkpoint directory {path} has no config.json: save the model with "
+                               f"model.save_pretrained('{path}')")
         return path.resolve()
     if location.startswith((".", "/", "~")) or path.exists():
         raise RobenchError(f"checkpoint {location} is not a directory")
@@ -51,15 +56,90 @@ def describe_checkpoint(location: str, cache_dir: Path | None = None) -> dict[st
     names and tokenizer content (`robench.training.weights`; the same weights in memory get the same), cached
     by the hash of its weight, config and tokenizer files (a robench checkpoint's training.json left out)."""
     folder = checkpoint_dir(location)
-    weights = next((files for pattern in WEIGHTS if (files := sorted(folder.glob(pattern)))), [])
-    if not weights:
-        raise RobenchError(f"checkpoint {location} has no weight files ({' or '.join(WEIGHTS)})")
+    weights = _weight_files(location, folder)
     others = [p for pattern in ("*.json", "*.txt", "*.model") for p in folder.glob(pattern)
               if p.name != "training.json"]
     local = Path(location).expanduser()
-    sha = folder_weights_sha256(folder, files_sha256(weights + others, cache_dir), cache_dir)
+    try:
+        sha = folder_weights_sha256(folder, files_sha256(weights + others, cache_dir), cache_dir)
+    except Exception as exc:  # it loads the model and tokenizer: any failure to read the user's files is one line
+        raise unloadable(location, exc) from exc
     return {"kind": "checkpoint", "location": str(local.resolve()) if local.is_dir() else location,
             "weights_sha256": sha}
+
+
+def _weight_files(location: str, folder: Path) -> list[Path]:
+    if weights := next((files for pattern in WEIGHTS if (files := sorted(folder.glob(pattern)))), []):
+        return weights
+    raise RobenchError(f"checkpoint {location} has no weight files ({' or '.join(WEIGHTS)}): save the model with "
+                       f"model.save_pretrained('{location}')")
+
+
+def check_checkpoint(location: str) -> None:
+    """Before any work: the checkpoint at `location` loads as a sequence classifier with its tokenizer, as far as
+    cheap checks can tell (config, architecture, weight file headers, tokenizer); else a RobenchError that names
+    the fix."""
+    from transformers import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING
+
+    folder = checkpoint_dir(location)
+    config = load_config(location)
+    heads = config.architectures or []
+    classifier = MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING.get(type(config), None)
+    if classifier is None or heads and classifier.__name__ not in heads and \
+            not any(h.endswith("ForSequenceClassification") for h in heads):
+        held = heads[0] if heads else f"{config.model_type} model"
+        raise RobenchError(f"checkpoint {location} holds a {held}, not a sequence classifier: it has no trained "
+                           "weights for classifier, which would be initialised at random, so every run would score "
+                           "another model; save one made with AutoModelForSequenceClassification "
+                           f"(model.save_pretrained), or fine-tune this one first (robench run --backbone {location})")
+    for path in _weight_files(location, folder):
+        if (problem := _weights_problem(path)) is not None:
+            raise RobenchError(f"checkpoint {location}: unreadable weights {path.name} ({problem}); save the model "
+                               f"again with model.save_pretrained('{location}')")
+    _check_tokenizer(location, folder)
+
+
+def _weights_problem(path: Path) -> str | None:
+    """What is wrong with a weight file, from its header only (None: nothing seen)."""
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), "pt") as weights:
+                weights.keys()
+        except Exception as exc:  # the library raises its own SafetensorError
+            return _first_line(exc)
+        return None
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    return None if zipfile.is_zipfile(path) or head[:1] == b"\x80" else "neither a PyTorch archive nor a pickle"
+
+
+def _check_tokenizer(location: str, folder: Path) -> None:
+    fix = f"tokenizer.save_pretrained('{location}')"
+    if not any(any(folder.glob(pattern)) for pattern in TOKENIZER_FILES):
+        raise RobenchError(f"checkpoint {location} has no tokenizer: save the one the model was trained with "
+                           f"beside it, {fix}")
+    from transformers import AutoTokenizer
+
+    try:
+        AutoTokenizer.from_pretrained(folder)
+    except Exception as exc:  # transformers raises OSError, ValueError, TypeError ... for a partial tokenizer
+        raise RobenchError(f"checkpoint {location}: its tokenizer does not load ({_first_line(exc)}); save it "
+                           f"again, {fix}") from exc
+
+
+def unloadable(location: str, exc: Exception) -> RobenchError:
+    """The one-line error of a checkpoint whose model or tokenizer does not load, naming the fix."""
+    return RobenchError(f"could not load checkpoint {location} as a sequence classifier with its tokenizer "
+                        f"({_first_line(exc)}): save both again with model.save_pretrained('{location}') and "
+                        f"tokenizer.save_pretrained('{location}')")
+
+
+def _first_line(exc: Exception) -> str:
+    """The first sentence of an exception's first line, with its type: library messages run to paragraphs."""
+    sentence = re.split(r"(?<=[.!?])\s", (str(exc).strip().splitlines() or [""])[0])[0]
+    return excerpt(f"{type(exc).__name__}: {sentence}", 240, quote=False)
 
 
 def display_name(name: str, sha256: str) -> str:
@@ -73,7 +153,8 @@ def register_architectures() -> None:
     their config and model with transformers' Auto classes before a checkpoint is loaded."""
     from robench.core.registry import MODELS
 
-    MODELS.entries()
+    for entry in MODELS.entries():
+        entry.load()
 
 
 def load_config(location: str):
@@ -83,8 +164,10 @@ def load_config(location: str):
 
     try:
         return AutoConfig.from_pretrained(checkpoint_dir(location))
-    except (OSError, ValueError) as exc:
-        raise RobenchError(f"checkpoint {location}: unreadable config.json ({exc})") from exc
+    except (OSError, ValueError, KeyError) as exc:
+        raise RobenchError(f"checkpoint {location}: unreadable config.json ({_first_line(exc)}); save the model "
+                           f"again with model.save_pretrained('{location}'), with the transformers that can load "
+                           "it") from exc
 
 
 def parse_label_map(text: str | Mapping[int, str] | None) -> dict[int, str] | None:
@@ -167,9 +250,8 @@ def load_victim(location: str | Path, device: torch.device, label_order: Sequenc
     try:
         model, info = AutoModelForSequenceClassification.from_pretrained(folder, output_loading_info=True)
         tokenizer = AutoTokenizer.from_pretrained(folder)
-    except (OSError, ValueError) as exc:
-        raise RobenchError(f"could not load checkpoint {location} as a sequence classifier with its tokenizer: "
-                           f"{str(exc).splitlines()[0]}") from exc
+    except Exception as exc:  # any failure to read the user's files is one line (check_checkpoint ran before)
+        raise unloadable(location, exc) from exc
     if missing := sorted(info.get("missing_keys") or []):
         raise RobenchError(f"checkpoint {location} has no trained weights for {', '.join(missing[:4])}"
                            f"{' ...' if len(missing) > 4 else ''} (a base encoder without a classification head?): "
@@ -181,8 +263,9 @@ def load_victim(location: str | Path, device: torch.device, label_order: Sequenc
 
 def checkpoint_fields(location: str, label_map: str | Mapping[int, str] | None = None,
                       cache_dir: Path | None = None, name: str | None = None) -> dict[str, Any]:
-    """The RunSpec fields (`checkpoint`, `model`, `backbone`) of a run that attacks the checkpoint at `location`;
-    `name` (default: the folder's) is the name its row shows."""
+    """The RunSpec fields (`checkpoint`, `model`, `backbone`) of a run that attacks the checkpoint at `location`
+    (checked first: `check_checkpoint`); `name` (default: the folder's) is the name its row shows."""
+    check_checkpoint(location)
     described = describe_checkpoint(location, cache_dir)
     parsed = parse_label_map(label_map)
     described["label_map"] = {str(k): v for k, v in parsed.items()} if parsed is not None else None

@@ -17,24 +17,40 @@ Sources (all in the data dir, see its README):
 
 Every relation is over lower-case words and holds "in any inflection": `antonym(a, b)` is true when some lemma
 of a and some lemma of b (each word counting as its own lemma) are listed antonyms, in either direction.
+
+Reading them means walking WordNet's synsets (about 35 s), so they are built once, on first use, into
+`<cache_dir>/resources/relations-<key>` (one JSON file and its manifest, `robench.core.manifest`), keyed by the
+SHA-256 of every input file, and verified before each reuse: `robench show`, the audit and the attacks load them
+in about a second. WordNet's morphology comes with them (its exception lists and lemma index, run through
+NLTK's `morphy` rules), so that loading NLTK's WordNet reader waits until something asks for synsets.
 """
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
+from robench.core.files import atomic_write
+from robench.core.hashing import content_hash, file_sha256
+from robench.core.manifest import write_manifest
 from robench.core.paths import Settings
-from robench.engine.resources.files import data_file
+from robench.core.progress import phase
+from robench.engine.resources.files import cached_build, data_file, resources_dir, staged_dir
 
 ALZANTOT_FILE = "counterfitted/counterfitted_neighbors.json"
 PPDB_SYNONYMS = "counterfitted/mrksic_ppdb_synonyms.txt"
 ANTONYM_FILES = ("counterfitted/mrksic_ppdb_antonyms.txt", "counterfitted/mrksic_wordnet_antonyms.txt")
 SYNONYM_RESOURCES = ("alzantot", "ppdb", "wordnet")
 WORDNET_POS = ("n", "v", "a", "r")
+WORDNET_DIR = "nltk_data/corpora/wordnet"
+RELATIONS_FORMAT = 1  # bump when a change would change what the build produces
+RELATIONS_FILE = "relations.json"
 Relation = dict[str, frozenset[str]]
+log = logging.getLogger(__name__)
 
 
 def _is_word(word: str) -> bool:
@@ -113,6 +129,55 @@ class Lexicon:
         return [name for name in SYNONYM_RESOURCES if self.is_synonym(a, b, (name,))]
 
 
+class CachedWordNet:
+    """WordNet for the lexicon: `_morphy` from the built relations' morphology, without loading WordNet; `synsets`
+    (the attacks' POS checks, the table build) loads NLTK's reader on first use."""
+
+    # NLTK 3.10.4's WordNetCorpusReader.MORPHOLOGICAL_SUBSTITUTIONS for the parts of speech robench asks about
+    SUBSTITUTIONS = {
+        "n": [("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
+              ("men", "man"), ("ies", "y")],
+        "v": [("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"), ("ing", "")],
+        "a": [("er", ""), ("est", ""), ("er", "e"), ("est", "e")],
+        "r": [],
+    }
+
+    def __init__(self, morphology: dict[str, Any], settings: Settings) -> None:
+        self._exceptions: dict[str, dict[str, list[str]]] = morphology["exceptions"]
+        self._lemma_pos: dict[str, str] = morphology["lemma_pos"]  # lemma -> its parts of speech, e.g. "nv"
+        self._settings = settings
+
+    def _morphy(self, form: str, pos: str) -> list[str]:
+        """The base forms of `form` as `pos` that WordNet lists: NLTK's `_morphy` (3.10.4), step for step."""
+        exceptions = self._exceptions[pos]
+        if form in exceptions:
+            forms = exceptions[form]
+        else:
+            forms = [form[: -len(old)] + new for old, new in self.SUBSTITUTIONS[pos] if form.endswith(old)]
+        out: list[str] = []
+        for candidate in [form, *forms]:
+            if pos in self._lemma_pos.get(candidate, "") and candidate not in out:
+                out.append(candidate)
+        return out
+
+    @functools.cached_property
+    def reader(self):
+        """NLTK's WordNet reader (about 10 s to load)."""
+        with phase("loading WordNet (about 10 s)"):
+            return _wordnet(self._settings)
+
+    def synsets(self, word: str, pos: str | None = None) -> list:
+        return self.reader.synsets(word, pos=pos)
+
+
+def _morphology(wn) -> dict[str, Any]:
+    """What `CachedWordNet._morphy` needs of the loaded reader: its exception lists and its lemma index."""
+    return {"exceptions": {pos: {form: list(bases) for form, bases in wn._exception_map[pos].items()}
+                           for pos in WORDNET_POS},
+            "lemma_pos": {lemma: "".join(p for p in WORDNET_POS if p in by_pos)
+                          for lemma, by_pos in wn._lemma_pos_offset_map.items()}}
+
+
 def _wordnet(settings: Settings):
     from robench.engine.resources.nltk_data import nltk_data_dir
 
@@ -163,30 +228,82 @@ def _sense_rank(wn, word: str, synset) -> int:
     return senses.index(synset) + 1 if synset in senses else len(senses) + 1
 
 
-@functools.lru_cache(maxsize=4)  # built once per process (about 15 s: WordNet's synsets are walked once)
+def _inputs(settings: Settings) -> dict[str, Path]:
+    """Every file the relations are read from, by the name the key and the record use."""
+    files = {"alzantot": data_file(settings, ALZANTOT_FILE, "Alzantot et al. counter-fitted neighbour lists"),
+             "ppdb": data_file(settings, PPDB_SYNONYMS, "Mrkšić PPDB synonym list"),
+             **{rel: data_file(settings, rel, "Mrkšić antonym list") for rel in ANTONYM_FILES}}
+    wordnet = data_file(settings, WORDNET_DIR, "WordNet 3.0 (nltk_data)")
+    return {**files, **{f"wordnet/{p.name}": p for p in sorted(wordnet.iterdir()) if p.is_file()}}
+
+
+@functools.lru_cache(maxsize=4)  # loaded once per process
 def lexicon(settings: Settings) -> Lexicon:
-    """The lexical relations of the data dir's lists and WordNet (see the module docstring)."""
-    alz_path = data_file(settings, ALZANTOT_FILE, "Alzantot et al. counter-fitted neighbour lists")
-    ppdb_path = data_file(settings, PPDB_SYNONYMS, "Mrkšić PPDB synonym list")
-    ant_paths = [data_file(settings, rel, "Mrkšić antonym list") for rel in ANTONYM_FILES]
+    """The lexical relations of the data dir's lists and WordNet (see the module docstring): the cached build when
+    it verifies, else built now (about 40 s) and cached."""
+    inputs = _inputs(settings)
+    key = content_hash({"format": RELATIONS_FORMAT, "inputs": {name: file_sha256(path, settings.cache_dir)
+                                                               for name, path in inputs.items()}}, 12)
+    target = resources_dir(settings) / f"relations-{key}"
+    relations = cached_build(target, _load_relations)
+    if relations is None:
+        with phase("building the lexicon's relations from its lists and WordNet (first use, about 40 s)"):
+            relations = _build_relations(settings, inputs)
+        _save_relations(target, relations)
+    return _lexicon_of(relations, inputs, settings)
+
+
+def _load_relations(target: Path) -> dict[str, Any]:
+    return json.loads((target / RELATIONS_FILE).read_text(encoding="utf-8"))
+
+
+def _save_relations(target: Path, relations: dict[str, Any]) -> None:
+    """Cache the build; a cache dir that cannot be written only costs building it again next time."""
+    try:
+        with staged_dir(target) as tmp:
+            atomic_write(tmp / RELATIONS_FILE, json.dumps(relations, sort_keys=True, separators=(",", ":")))
+            write_manifest(tmp)
+    except OSError as exc:
+        log.warning("could not cache the lexicon's relations in %s (%s); they are built again next time", target, exc)
+
+
+def _build_relations(settings: Settings, inputs: dict[str, Path]) -> dict[str, Any]:
+    started = time.perf_counter()
     alzantot: dict[str, set[str]] = {}
-    for word, neighbours in json.loads(alz_path.read_text(encoding="utf-8")).items():
+    for word, neighbours in json.loads(inputs["alzantot"].read_text(encoding="utf-8")).items():
         for other in neighbours:
             _add(alzantot, word.lower(), other.lower())
     ppdb: dict[str, set[str]] = {}
-    for a, b in read_pairs(ppdb_path):
+    for a, b in read_pairs(inputs["ppdb"]):
         _add(ppdb, a, b)
     wn = _wordnet(settings)
     wn_syn, ant, indirect, ranks = _wordnet_relations(wn)
-    for path in ant_paths:
-        for a, b in read_pairs(path):
+    for rel in ANTONYM_FILES:
+        for a, b in read_pairs(inputs[rel]):
             _add(ant, a, b)
-    info = {"name": "robench-lexicon", "synonyms": {"alzantot": str(alz_path), "ppdb": str(ppdb_path),
+
+    def listed(relation: dict[str, set[str]]) -> dict[str, list[str]]:
+        return {w: sorted(v) for w, v in sorted(relation.items())}
+
+    return {"format": RELATIONS_FORMAT, "synonyms": {"alzantot": listed(alzantot), "ppdb": listed(ppdb),
+                                                     "wordnet": listed(wn_syn)},
+            "antonyms": listed(ant), "indirect_antonyms": listed(indirect),
+            "sense_rank": sorted([a, b, r] for (a, b), r in ranks.items()), "morphology": _morphology(wn),
+            "build_seconds": round(time.perf_counter() - started, 1)}
+
+
+def _lexicon_of(relations: dict[str, Any], inputs: dict[str, Path], settings: Settings) -> Lexicon:
+    def frozen(relation: dict[str, list[str]]) -> Relation:
+        return {w: frozenset(v) for w, v in relation.items()}
+
+    synonyms = {name: frozen(relation) for name, relation in relations["synonyms"].items()}
+    ant, indirect = frozen(relations["antonyms"]), frozen(relations["indirect_antonyms"])
+    info = {"name": "robench-lexicon", "synonyms": {"alzantot": str(inputs["alzantot"]), "ppdb": str(inputs["ppdb"]),
                                                     "wordnet": "WordNet 3.0 synsets (nltk_data)"},
-            "antonyms": [str(p) for p in ant_paths] + ["WordNet 3.0 lemma antonyms"],
+            "antonyms": [str(inputs[rel]) for rel in ANTONYM_FILES] + ["WordNet 3.0 lemma antonyms"],
             "inflections": "WordNet 3.0 morphy (n, v, a, r)",
-            "pairs": {"alzantot": sum(map(len, alzantot.values())) // 2, "ppdb": sum(map(len, ppdb.values())) // 2,
-                      "wordnet": sum(map(len, wn_syn.values())) // 2, "antonyms": sum(map(len, ant.values())) // 2,
+            "pairs": {**{name: sum(map(len, rel.values())) // 2 for name, rel in synonyms.items()},
+                      "antonyms": sum(map(len, ant.values())) // 2,
                       "indirect_antonyms": sum(map(len, indirect.values())) // 2}}
-    return Lexicon({"alzantot": _frozen(alzantot), "ppdb": _frozen(ppdb), "wordnet": _frozen(wn_syn)},
-                   _frozen(ant), _frozen(indirect), wn, ranks, info)
+    ranks = {(a, b): r for a, b, r in relations["sense_rank"]}
+    return Lexicon(synonyms, ant, indirect, CachedWordNet(relations["morphology"], settings), ranks, info)

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from robench.core.paths import Settings
+from robench.core.progress import phase
 from robench.engine.resources.files import FORMAT, cached_build, resources_dir
 from robench.engine.resources.lexicon import ALZANTOT_FILE, ANTONYM_FILES, PPDB_SYNONYMS, Lexicon, lexicon
 
@@ -77,9 +78,9 @@ def build_lexicon_table(settings: Settings, vocab_size: int = VOCAB_SIZE, k: int
                         console=None):
     """Build (or load the cached) "lexicon" table; see the module docstring."""
     from robench.core.hashing import content_hash
-    from robench.engine.resources.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids
+    from robench.engine.resources.counterfit import CounterFitConfig
     from robench.engine.resources.files import data_file, inputs_digest
-    from robench.engine.resources.tables import SynonymTable, _glove_vocabulary, _load_table, _save_table
+    from robench.engine.resources.tables import _glove_vocabulary, _load_table
 
     config = CounterFitConfig()
     inputs = [data_file(settings, rel, "lexicon input") for rel in (ALZANTOT_FILE, PPDB_SYNONYMS, *ANTONYM_FILES)]
@@ -91,6 +92,16 @@ def build_lexicon_table(settings: Settings, vocab_size: int = VOCAB_SIZE, k: int
     target = resources_dir(settings) / f"lexicon-{key}"
     if (cached := cached_build(target, _load_table)) is not None:
         return cached
+    with phase("building the synonym lexicon (first use, about 70 s)"):
+        return _build_table(settings, target, key, words, vectors, origin, k, max_sense, console)
+
+
+def _build_table(settings: Settings, target, key: str, words: list[str], vectors: np.ndarray, origin: str, k: int,
+                 max_sense: int | None, console):
+    from robench.engine.resources.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids
+    from robench.engine.resources.tables import SynonymTable, _load_table, _save_table
+
+    config = CounterFitConfig()
     say = console.print if console is not None else (lambda *a, **kw: None)
     started = time.perf_counter()
     lex = lexicon(settings)

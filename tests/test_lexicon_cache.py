@@ -1,0 +1,50 @@
+"""The lexicon's relations are a built, content-keyed, verified resource (issue 45: `robench show` spent 35 s per
+call walking WordNet): loading the cached build gives the same relations, and WordNet's morphology, without
+loading WordNet."""
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+
+def test_the_cached_relations_are_the_built_ones_and_need_no_wordnet(settings, caplog):
+    from robench.engine.resources import lexicon as lexicon_module
+    from robench.engine.resources.files import resources_dir
+
+    build = lexicon_module.lexicon.__wrapped__  # past the per-process cache
+    with caplog.at_level(logging.INFO, logger="robench.phases"):
+        built = build(settings)
+    assert "building the lexicon's relations" in caplog.text
+    (folder,) = resources_dir(settings).glob("relations-*")
+    assert (folder / "manifest.json").is_file()
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="robench.phases"):
+        cached = build(settings)
+    assert "building" not in caplog.text
+    assert "reader" not in vars(cached.wordnet)  # WordNet itself is not loaded
+    for field in ("synonyms", "antonyms", "indirect_antonyms", "sense_rank", "info"):
+        assert getattr(cached, field) == getattr(built, field), field
+
+    reader = lexicon_module._wordnet(settings)  # NLTK's own morphy on the same words
+    words = sorted(set(json.loads((settings.data_dir / lexicon_module.ALZANTOT_FILE).read_text()))
+                   | {form for pos in "nvar" for form in reader._exception_map[pos]})
+    words = [w for w in words if w.isascii() and w.isalpha()]
+    assert len(words) > 40_000
+    assert all(cached.wordnet._morphy(w, pos) == reader._morphy(w, pos) for w in words for pos in "nvar")
+    assert cached.lemmas("loved") == {"loved", "love"} and cached.is_inflection("worse", "bad")
+    assert cached.wordnet.synsets("film") and "reader" in vars(cached.wordnet)  # loaded when asked for synsets
+
+    from robench.engine.resources.files import cached_build
+
+    (folder / "relations.json").write_text("{}")  # damaged: refused with a warning, so built again
+    assert cached_build(folder, lexicon_module._load_relations) is None and "is damaged" in caplog.text
+
+
+@pytest.fixture
+def settings(tmp_path, shared_data):
+    from robench.core.paths import resolve_settings
+
+    return resolve_settings(shared_data, tmp_path / "cache", tmp_path / "results")
