@@ -156,9 +156,36 @@ def test_git_commit_names_the_diff_of_a_dirty_tree(tmp_path):
     git("add", "a.txt")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
     sha = git("rev-parse", "HEAD").decode().strip()
-    assert git_commit(tmp_path) == sha
+    source = tmp_path / "a.txt"
+    assert git_commit(source) == sha
     (tmp_path / "a.txt").write_text("two\n")
     digest = hashlib.sha256(git("diff", "HEAD", "--binary")).hexdigest()[:16]
-    assert git_commit(tmp_path) == f"{sha}+dirty.{digest}"
+    assert git_commit(source) == f"{sha}+dirty.{digest}"
     (tmp_path / "a.txt").write_text("three\n")
-    assert git_commit(tmp_path) != f"{sha}+dirty.{digest}"  # another diff, another hash
+    assert git_commit(source) != f"{sha}+dirty.{digest}"  # another diff, another hash
+
+
+def test_an_installed_robench_records_no_commit_of_the_users_repository(tmp_path):
+    """robench installed into a virtual environment inside the user's own repository: git, run from the package
+    directory, finds the user's repository; its commit says nothing about robench, so none is recorded."""
+    import shutil
+    import subprocess
+
+    import robench.runs.store as store
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, check=True).stdout
+
+    git("init", "-q")
+    (tmp_path / "train.py").write_text("print('my project')\n")
+    git("add", "train.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "my project")
+    installed = tmp_path / ".venv" / "lib" / "site-packages" / "robench" / "runs" / "store.py"
+    installed.parent.mkdir(parents=True)
+    shutil.copy(store.__file__, installed)
+    assert store.git_commit(installed) is None
+    assert store.git_commit(tmp_path / "train.py") == git("rev-parse", "HEAD").decode().strip()
+    outside = tmp_path.parent / f"{tmp_path.name}-no-repository" / "store.py"
+    outside.parent.mkdir()
+    shutil.copy(store.__file__, outside)
+    assert store.git_commit(outside) is None
