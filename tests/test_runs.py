@@ -189,3 +189,30 @@ def test_an_installed_robench_records_no_commit_of_the_users_repository(tmp_path
     outside.parent.mkdir()
     shutil.copy(store.__file__, outside)
     assert store.git_commit(outside) is None
+
+
+def test_a_run_spec_cannot_change_after_it_was_made():
+    """RunSpec is frozen, and so are the dicts it holds: changing one would change the run id under a record."""
+    import pickle
+
+    from robench.runs.spec import RunSpec
+
+    params = {"k": 20, "windows": [5, 15], "nested": {"x": 1}}
+    spec = RunSpec(attack="textfooler", attack_params=params, task_source={"labels": ["neg", "pos"]})
+    run_id = spec.run_id
+    params["k"] = 99  # the caller's dict is copied, not held
+    for change in (lambda: spec.attack_params.__setitem__("k", 1), lambda: spec.attack_params.update(k=1),
+                   lambda: spec.attack_params.pop("k"), lambda: spec.attack_params["windows"].append(50),
+                   lambda: spec.attack_params["nested"].setdefault("y", 2), lambda: spec.model_params.clear(),
+                   lambda: spec.task_source["labels"].sort()):
+        with pytest.raises(TypeError, match="immutable"):
+            change()
+    assert spec.run_id == run_id and spec.attack_params == {"k": 20, "windows": [5, 15], "nested": {"x": 1}}
+    assert spec.task_source["labels"] == ["neg", "pos"]
+    copy = pickle.loads(pickle.dumps(spec))  # grid workers get specs pickled
+    assert copy == spec and copy.run_id == run_id
+    plain = spec.to_dict()
+    plain["attack_params"]["k"] = 1  # to_dict is the caller's to change
+    assert spec.attack_params["k"] == 20 and RunSpec.from_dict(spec.to_dict()) == spec
+    changed = dataclasses.replace(spec, attack_params={**spec.attack_params, "k": 30})
+    assert changed.run_id != run_id
