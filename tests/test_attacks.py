@@ -183,6 +183,30 @@ def test_engine_batches_model_calls_across_examples(tiny_model, settings):
     assert 4 <= padded.forward_calls < 32 and padded.model_evaluations == victim.model_evaluations
 
 
+def test_an_example_without_a_clean_prediction_is_an_error_not_a_robust_one(tiny_model, settings):
+    """A victim that refuses even the clean prediction of an example (its budget spent): the example was never
+    predicted, so it must not count as clean-correct and robust (it was "failed" before, which the metrics read as
+    exactly that)."""
+    from robench.engine.metrics import textattack_metrics
+
+    victim = new_victim(tiny_model)
+    refused_text = make_ctx(settings, victim, 4).eval_data["sentence"][2]
+    answer = victim.predict_many
+
+    def refusing(requests):
+        out = answer([r for r in requests if refused_text not in r[0][0]])
+        return [QueryBudgetExceeded(0, 1, 0) if refused_text in r[0][0] else out.pop(0) for r in requests]
+
+    victim.predict_many = refusing
+    ctx = make_ctx(settings, victim, 4, labels_from=new_victim(tiny_model))
+    results = attack_examples(ctx, _three_rounds, {}, EngineConfig(concurrency=4))
+    unpredicted = results[2]
+    assert unpredicted.status == "error" and "no clean prediction: query budget of 0" in unpredicted.error
+    assert unpredicted.original_prediction == -1
+    metrics = textattack_metrics(results)
+    assert (metrics.examples, metrics.errors, metrics.failed + metrics.successful + metrics.skipped) == (3, 1, 3)
+
+
 def test_engine_records_errors_and_goes_on(tiny_model, settings):
     labeller = new_victim(tiny_model)
 
