@@ -82,6 +82,9 @@ class Composition:
     services: Mapping[str, Service] = field(default_factory=dict)
     profile: Profile = field(default_factory=Profile)
 
+    def __post_init__(self) -> None:
+        self.similarity  # noqa: B018 - a declaration with two sentence-encoder constraints fails here, not per example
+
     @property
     def index_constraints(self) -> list[IndexConstraint]:
         return [c for c in self.constraints if isinstance(c, IndexConstraint)]
