@@ -79,32 +79,41 @@ Deviations (all recorded in the run record):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Generator
 
 import numpy as np
 import torch
 from robench.attacks.common import (
     apply_budget,
-    changeable_words,
     check_threshold,
     describe_encoder,
     describe_stopwords,
-    encoder_threshold,
     info_of,
+    setting_constraints,
     validate_encoder_params,
 )
 
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile
+from robench.core.types import Profile
 from robench.engine import resources
 from robench.engine.budgets import DEFAULT_BUDGET
+from robench.engine.constraints import (
+    ContextTags,
+    ListedSynonym,
+    NotAntonym,
+    PartOfSpeech,
+    RepeatModification,
+    Stopwords,
+    Swap,
+    WordNetPartOfSpeech,
+    WordNetPos,
+)
+from robench.engine.recipe import Composition, Greedy, SwapsOf, Transformation, WordSwapRecipe
 from robench.engine.resources.lexicon import lexicon
-from robench.engine.scheduler import EngineConfig, Request, SearchFactory, attack_examples
-from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
-from robench.engine.substitution import PosCheck, WordNetPos
-from robench.engine.victim import Text
+from robench.engine.scheduler import Request
+from robench.engine.search import Importance
 from robench.engine.words import Words, is_one_word, recover_case, split_words
 
 # The paper's own values (the `paper` budget setting): K = 48, 40% of the words, whole-text cosine 0.2 against
@@ -170,40 +179,14 @@ def load_resources(params: BertAttackParams, settings: Settings, device) -> Bert
                                WordNetPos(lexicon(settings).wordnet) if params.valid_synonyms else None)
 
 
-def word_filter(params: BertAttackParams, res: BertAttackResources) -> Callable[[str, str], bool]:
-    """Whether an MLM candidate may replace a word: not a listed antonym (any inflection, either direction,
-    WordNet's indirect antonyms included), and, with min_cos > -1, at least that cosine in the lexicon table's
-    counter-fitted space (a candidate outside its vocabulary fails)."""
-    def ok(word: str, candidate: str) -> bool:
-        a, b = word.lower(), candidate.lower()
-        if res.antonyms is not None and res.antonyms.is_antonym(a, b, indirect=True):
-            return False
-        if params.min_cos > -1:
-            cos = res.word_space.cos(a, b)
-            return cos is not None and cos >= params.min_cos
-        return True
+@dataclass(frozen=True)
+class MaskedLMSwap(Transformation):
+    """BERT-Attack's candidates: the original text goes once through the masked LM (the engine's "mlm" service,
+    `MlmCandidates`), and word i's candidates are its row of that table."""
 
-    return ok
-
-
-def synonym_filter(params: BertAttackParams, res: BertAttackResources, profile: Profile
-                   ) -> Callable[[Words, int, str], bool]:
-    """Whether a candidate for word i of the original is a valid synonym (`valid_synonyms`): one of the word's
-    K listed synonyms with cosine >= min_cos in the lexicon table, in the word's part of speech in context
-    (TextFooler's PosCheck with `wordnet_pos`). Always true with valid_synonyms off."""
-    if not params.valid_synonyms:
-        return lambda original, i, candidate: True
-    pos_ok = PosCheck(res.tagger, True, profile, res.senses)
-    listed: dict[str, frozenset[str]] = {}
-
-    def ok(original: Words, i: int, candidate: str) -> bool:
-        word = original.words[i].lower()
-        if word not in listed:
-            listed[word] = frozenset(w for w, _ in res.word_space.neighbours(word, k=params.k,
-                                                                             min_cos=params.min_cos))
-        return candidate.lower() in listed[word] and pos_ok(original, i, candidate)
-
-    return ok
+    def start(self, original: Words) -> Generator[Request, Any, SwapsOf]:
+        table: list[list[str]] = (yield Request("mlm", [original.field_text]))[0]
+        return lambda current, original, i: [Swap(i, word) for word in table[i]]
 
 
 def top_combinations(logp: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[tuple[int, ...], float]]:
@@ -297,42 +280,24 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
         lexicon(settings)
 
 
-def build_search(params: BertAttackParams, res: BertAttackResources, profile: Profile | None = None
-                 ) -> SearchFactory:
-    """The per-example search: one MLM request for the candidate table, then greedy WIR over it; `profile` hears
-    the time spent filtering candidates."""
+def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile | None = None, victim=None
+            ) -> Composition:
+    """BERT-Attack as a declaration; `profile` hears the time spent filtering candidates and POS tagging."""
     profile = profile or Profile()
-    threshold = encoder_threshold(params, res.encoder)
-    if params.window == 0:  # the paper's: the whole text against the original
-        similarity = Similarity(threshold, params.similarity_metric, None, against_original=True)
-    else:  # a budget setting's: windows around the swap, against the text before it (TextDefender, Morris et al.)
-        similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
-                                skip_shorter_than_window=params.skip_shorter_than_window)
-    indices = changeable_words(res.stopwords)
-    allowed, synonym = word_filter(params, res), synonym_filter(params, res, profile)
-
-    def search(text: Text, label: int, clean: np.ndarray):
-        original = Words.of(text)
-        table: list[list[str]] = (yield Request("mlm", [original.field_text]))[0]
-
-        def candidates(current: Words, original: Words, i: int) -> list[Words]:
-            word = original.words[i]
-            with profile.part("candidates"):
-                return [current.replace(i, w) for w in table[i] if allowed(word, w) and synonym(original, i, w)]
-
-        greedy = WordSwapSearch(indices, Importance(lambda words, i: words.replace(i, params.importance_token)),
-                                candidates, similarity, lazy=params.lazy_similarity,
-                                max_modification_rate=params.max_modification_rate)
-        return (yield from greedy(text, label, clean))
-
-    return search
-
-
-def attack_with(ctx: AttackContext, params: BertAttackParams, res: BertAttackResources) -> list[ExampleResult]:
-    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size, ctx.profile),
-                "mlm": MlmCandidates(res.mlm, params, res.stopwords)}
-    config = EngineConfig(params.concurrency, params.query_budget, "bert-attack", params.queries_per_word)
-    return attack_examples(ctx, build_search(params, res, ctx.profile), services, config)
+    tags = ContextTags(res.tagger, profile)
+    synonyms = params.valid_synonyms
+    return Composition(
+        transformation=MaskedLMSwap(),
+        constraints=[Stopwords(res.stopwords), RepeatModification(),
+                     *setting_constraints(params, res.encoder, res.word_space),
+                     NotAntonym(res.antonyms) if res.antonyms is not None else None,  # filter_antonyms
+                     ListedSynonym(res.word_space, params.k, params.min_cos) if synonyms else None,
+                     WordNetPartOfSpeech(tags, res.senses) if synonyms and res.senses is not None else None,
+                     PartOfSpeech(tags, allow_verb_noun_swap=True) if synonyms else None],
+        search=Greedy(lambda: Importance(lambda words, i: words.replace(i, params.importance_token)),
+                      lazy=params.lazy_similarity),
+        services={} if res.mlm is None else {"mlm": MlmCandidates(res.mlm, params, res.stopwords)},
+        profile=profile)
 
 
 def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, Any]:
@@ -348,15 +313,10 @@ def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, An
             "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None}
 
 
-def _attack(ctx: AttackContext, params: BertAttackParams) -> AttackOutput:
-    res = load_resources(params, ctx.settings, ctx.victim.device)
-    return AttackOutput(attack_with(ctx, params, res), describe(params, res))
-
-
-ATTACKS.register("bert-attack")(AttackRecipe(
+RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(
     name="bert-attack",
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations) that "
             "are valid synonyms, importance by [MASK], <=40% words, greedy; batched across examples",
-    attack=_attack, params=BertAttackParams, check=check, word_swaps=True,
+    params=BertAttackParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
     queries_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
 ))

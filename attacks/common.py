@@ -1,17 +1,19 @@
-"""What robench's word-substitution recipes (`textfooler`, `bert-attack`) share.
+"""What robench's word-substitution recipes (`textfooler`, `bert-attack`, `gradient-swap`) share.
 
-Both check a sentence encoder's similarity against a threshold given on the
+Each checks a sentence encoder's similarity against a threshold given on the
 paper's (Universal Sentence Encoder) scale and mapped to the encoder used, and
-both leave stopwords unchanged. Here: validating those parameters, mapping the
-threshold, and describing the encoder and stopwords for the run record.
+takes the knobs of a named budget setting (`robench.engine.budgets`). Here:
+validating those parameters, mapping the threshold, the constraints a setting
+governs (`setting_constraints`, the one list every word-level recipe appends),
+and describing the encoder and stopwords for the run record.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from robench.engine import resources
 from robench.engine.budgets import budget_setting
-from robench.engine.words import Words
+from robench.engine.constraints import Constraint, IndexConstraint, MaxWordsPerturbed, Similarity, WordCosine
 
 
 class EncoderParams(Protocol):
@@ -54,14 +56,6 @@ def check_threshold(params: EncoderParams) -> None:
             params.similarity_threshold, params.similarity_metric)
 
 
-def changeable_words(stopwords: frozenset[str]) -> Callable[[Words], list[int]]:
-    """The positions of the words an attack may change: every word that is not a stopword (any case)."""
-    def indices(original: Words) -> list[int]:
-        return [i for i, w in enumerate(original.words) if w.lower() not in stopwords]
-
-    return indices
-
-
 def info_of(resource: Any, default: Any) -> Any:
     """A loaded resource's `.info` (its record entry), or `default` for one without (a test fake)."""
     return getattr(resource, "info", None) or default
@@ -92,6 +86,22 @@ def apply_budget(params: Any, recipe_defaults: dict[str, Any]) -> None:
         raise ValueError(f"max_modification_rate must be in (0, 1], got {rate}")
 
 
-def query_budget_of(params: Any) -> tuple[int | None, int | None]:
-    """(fixed budget per example, budget per word of the input) for `EngineConfig`."""
-    return params.query_budget, params.queries_per_word
+def sentence_similarity(params: Any, encoder: Any) -> Similarity:
+    """The sentence-encoder constraint of the setting: `window` words around the swap against the text before it
+    (TextDefender, Morris et al., TextFooler), or with window 0 the whole text against the original (BERT-Attack's
+    paper), at the paper's threshold mapped to `encoder`."""
+    threshold = encoder_threshold(params, encoder)
+    if params.window == 0:
+        return Similarity(threshold, params.similarity_metric, None, against_original=True)
+    return Similarity(threshold, params.similarity_metric, params.window, against_original=False,
+                      skip_shorter_than_window=params.skip_shorter_than_window)
+
+
+def setting_constraints(params: Any, encoder: Any, word_space: Any = None
+                        ) -> list[IndexConstraint | Constraint | Similarity | None]:
+    """The constraints the budget setting governs, the same in every word-level recipe: the cap on changed words,
+    the word-cosine bound (None without one; `word_space` scores candidates that carry no cosine) and the
+    sentence encoder. A new setting's constraints join this list."""
+    return [MaxWordsPerturbed(params.max_modification_rate),
+            WordCosine(params.min_cos, word_space) if params.min_cos > -1 else None,
+            sentence_similarity(params, encoder)]

@@ -64,12 +64,13 @@ from robench.attacks import textfooler
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
 from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile
+from robench.core.types import AttackContext, AttackOutput, ExampleResult, Profile
 from robench.data.loading import texts_of
 from robench.engine.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
 from robench.engine.metrics import budget_curve, masking_flags_of_run, textattack_metrics
-from robench.engine.scheduler import EngineConfig, Request, Search, attack_examples
-from robench.engine.search import CachedEmbedder, Importance, WordSwapSearch
+from robench.engine.recipe import Composition, Greedy, WordSwapRecipe
+from robench.engine.scheduler import Request
+from robench.engine.search import Importance
 from robench.engine.victim import Text, Victim
 from robench.engine.words import Words
 
@@ -143,37 +144,14 @@ class GradientImportance(Importance):
         return answer.grads
 
 
-@dataclass
-class GradientSwapSearch(WordSwapSearch):
-    """WordSwapSearch with a fresh `GradientImportance` for every example (it holds the current gradient)."""
-
-    embedding: Callable[[str], np.ndarray] = None  # type: ignore[assignment]
-    verify: int = 10
-
-    def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
-        search = dataclasses.replace(self, importance=GradientImportance(self.embedding, self.verify))
-        return WordSwapSearch.__call__(search, text, label, clean)
-
-
-def build_search(params: GradientSwapParams, res: textfooler.TextFoolerResources,
-                 embedding: Callable[[str], np.ndarray], profile: Profile | None = None) -> GradientSwapSearch:
-    base = textfooler.build_search(params, res, profile)
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(WordSwapSearch)}  # max_modification_rate too
-    return GradientSwapSearch(**fields, embedding=embedding, verify=params.verify)
-
-
-def attack_with(ctx: AttackContext, params: GradientSwapParams, res: textfooler.TextFoolerResources
-                ) -> list[ExampleResult]:
-    victim = GradientVictim(ctx.victim, params.gradient)
-    search = build_search(params, res, WordEmbeddings(ctx.victim), ctx.profile)
-    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size, ctx.profile)}
-    config = EngineConfig(params.concurrency, params.query_budget, f"gradient-swap ({params.gradient})",
-                          params.queries_per_word)
-    results = attack_examples(dataclasses.replace(ctx, victim=victim), search, services, config)
-    ctx.profile.add("victim gradient", victim.gradient_seconds)  # model cost, timed inside the victim's part
-    ctx.profile.add("victim bookkeeping", -victim.gradient_seconds)
-    ctx.profile.count("victim gradients", victim.gradient_calls)
-    return results
+def compose(params: GradientSwapParams, res: textfooler.TextFoolerResources, profile: Profile, victim: Victim
+            ) -> Composition:
+    """TextFooler's declaration with the gradient search strategy (a fresh one per example: it holds the current
+    gradient), over the victim's input embeddings."""
+    embedding = WordEmbeddings(victim)
+    return dataclasses.replace(textfooler.compose(params, res, profile),
+                               search=Greedy(lambda: GradientImportance(embedding, params.verify),
+                                             lazy=params.lazy_similarity))
 
 
 def describe(params: GradientSwapParams, res: textfooler.TextFoolerResources) -> dict[str, Any]:
@@ -184,12 +162,25 @@ def describe(params: GradientSwapParams, res: textfooler.TextFoolerResources) ->
     return out
 
 
-def _attack(ctx: AttackContext, params: GradientSwapParams) -> AttackOutput:
-    if not getattr(ctx.victim.tokenizer, "is_fast", False):
-        raise RobenchError("gradient-swap maps word pieces to words with a fast tokenizer's offsets; "
-                           f"{type(ctx.victim.tokenizer).__name__} is not a fast tokenizer")
-    res = textfooler.load_resources(params, ctx.settings, ctx.victim.device)
-    return AttackOutput(attack_with(ctx, params, res), describe(params, res))
+@dataclass(kw_only=True)
+class GradientSwapRecipe(WordSwapRecipe):
+    """A word-level recipe that attacks through the victim's input gradients: a fast tokenizer is required, and
+    the victim answers gradient queries (`GradientVictim`), whose time the profile reports apart."""
+
+    def run(self, ctx: AttackContext, params: GradientSwapParams) -> AttackOutput:
+        if not getattr(ctx.victim.tokenizer, "is_fast", False):
+            raise RobenchError("gradient-swap maps word pieces to words with a fast tokenizer's offsets; "
+                               f"{type(ctx.victim.tokenizer).__name__} is not a fast tokenizer")
+        return super().run(ctx, params)
+
+    def attack_with(self, ctx: AttackContext, params: GradientSwapParams, res: textfooler.TextFoolerResources
+                    ) -> list[ExampleResult]:
+        victim = GradientVictim(ctx.victim, params.gradient)
+        results = super().attack_with(dataclasses.replace(ctx, victim=victim), params, res)
+        ctx.profile.add("victim gradient", victim.gradient_seconds)  # model cost, timed inside the victim's part
+        ctx.profile.add("victim bookkeeping", -victim.gradient_seconds)
+        ctx.profile.count("victim gradients", victim.gradient_calls)
+        return results
 
 
 def gradient_check(victim: Victim, texts: list[Text], labels: list[int], mode: str, zero_norm: float
@@ -214,10 +205,11 @@ def _summarize(results: list[ExampleResult], ctx: AttackContext, params: Gradien
     return out
 
 
-ATTACKS.register("gradient-swap")(AttackRecipe(
+RECIPE = ATTACKS.register("gradient-swap")(GradientSwapRecipe(
     name="gradient-swap",
     summary="White-box word swaps (HotFlip / A2T): gradient word importance through the whole model (IM-BERT: "
             "unrolled solver, or gradient=bpda), first-order candidate ranking, textfooler's constraints",
-    attack=_attack, params=GradientSwapParams, check=textfooler.check, summarize=_summarize, word_swaps=True,
+    params=GradientSwapParams, check=textfooler.check, summarize=_summarize, load_resources=textfooler.load_resources,
+    describe=describe, compose=compose, progress_label=lambda params: f"gradient-swap ({params.gradient})",
     queries_per_word=2.6,  # 53.6 queries / 20.25 words per SST-2 input on bert (docs/adaptive.md)
 ))

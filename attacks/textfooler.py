@@ -54,7 +54,7 @@ Deviations (every one of them on purpose; all are recorded in the run record):
 * part of speech in context (`wordnet_pos=True`, not in the paper): a candidate
   must have a WordNet sense in the part of speech the word has in its context
   (universal tags NOUN, VERB, ADJ, ADV; words tagged otherwise get none;
-  candidates WordNet does not know pass; `robench.engine.substitution.WordNetPos`).
+  candidates WordNet does not know pass; `robench.engine.constraints.WordNetPartOfSpeech`).
   The listed synonym pairs carry no part of speech, and the paper's POS check lets
   nouns and verbs swap, so "the movie lacks wit" -> "the movie dearth wit" passed
   it. On 160 hand-read successful swaps it removes 19% of the meaning-changing
@@ -98,27 +98,33 @@ from typing import Any, Literal
 
 from robench.attacks.common import (
     apply_budget,
-    changeable_words,
     check_threshold,
     describe_encoder,
     describe_stopwords,
-    encoder_threshold,
     info_of,
+    setting_constraints,
     validate_encoder_params,
 )
 
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile, Task
+from robench.core.types import Profile, Task
 from robench.engine import resources
 from robench.engine.budgets import DEFAULT_BUDGET, USE_THRESHOLD
+from robench.engine.constraints import (
+    ContextSimilarity,
+    ContextTags,
+    PartOfSpeech,
+    RepeatModification,
+    Stopwords,
+    WordNetPartOfSpeech,
+    WordNetPos,
+)
+from robench.engine.recipe import Composition, Greedy, SynonymSwap, WordSwapRecipe
 from robench.engine.resources.context import context_similarity
 from robench.engine.resources.lexicon import lexicon
-from robench.engine.scheduler import EngineConfig, attack_examples
-from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
-from robench.engine.substitution import PosCheck, WordNetPos
-from robench.engine.words import Words, is_one_word, recover_case
+from robench.engine.search import Importance
 
 # The paper's own values (TextAttack's textfooler_jin_2019), the `paper` budget setting.
 PAPER_VALUES = {"k": 50, "min_cos": 0.5, "max_modification_rate": 1.0, "similarity_metric": "angular",
@@ -188,39 +194,21 @@ def load_resources(params: TextFoolerParams, settings: Settings, device) -> Text
                                None if params.min_context_cos is None else context_similarity(settings, device))
 
 
-def build_search(params: TextFoolerParams, res: TextFoolerResources, profile: Profile | None = None
-                 ) -> WordSwapSearch:
-    """The greedy search with TextFooler's candidates and constraints; `profile` hears the time spent generating
-    candidates and, inside that, POS tagging."""
+def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile | None = None, victim=None
+            ) -> Composition:
+    """TextFooler as a declaration; `profile` hears the time spent generating candidates and POS tagging."""
     profile = profile or Profile()
-    pos_ok = PosCheck(res.tagger, params.allow_verb_noun_swap, profile, res.senses if params.wordnet_pos else None)
-
-    def candidates(current: Words, original: Words, i: int) -> list[Words]:
-        word, out = current.words[i], []
-        with profile.part("candidates"):
-            for neighbour, _ in res.synonyms.neighbours(word.lower(), k=params.k, min_cos=params.min_cos):
-                new = recover_case(neighbour, word)
-                if new != word and is_one_word(new) and pos_ok(original, i, new):
-                    out.append(current.replace(i, new))
-        if params.min_context_cos is None or not out:
-            return out
-        with profile.part("context similarity"):
-            scores = res.context.scores(current.words, i, [c.words[i] for c in out])
-        return [c for c, score in zip(out, scores) if score >= params.min_context_cos]
-
-    threshold = encoder_threshold(params, res.encoder)
-    similarity = Similarity(threshold, params.similarity_metric, params.window, against_original=False,
-                            skip_shorter_than_window=params.skip_shorter_than_window)
-    return WordSwapSearch(changeable_words(res.stopwords), Importance(lambda original, i: original.delete(i)),
-                          candidates, similarity, lazy=params.lazy_similarity,
-                          max_modification_rate=params.max_modification_rate)
-
-
-def attack_with(ctx: AttackContext, params: TextFoolerParams, res: TextFoolerResources) -> list[ExampleResult]:
-    search = build_search(params, res, ctx.profile)
-    services = {"embed": CachedEmbedder(res.encoder, params.encoder_batch_size, ctx.profile)}
-    config = EngineConfig(params.concurrency, params.query_budget, "textfooler", params.queries_per_word)
-    return attack_examples(ctx, search, services, config)
+    tags = ContextTags(res.tagger, profile)
+    return Composition(
+        transformation=SynonymSwap(res.synonyms, params.k),
+        constraints=[Stopwords(res.stopwords), RepeatModification(),
+                     *setting_constraints(params, res.encoder),
+                     WordNetPartOfSpeech(tags, res.senses) if res.senses is not None else None,  # wordnet_pos
+                     PartOfSpeech(tags, params.allow_verb_noun_swap),
+                     None if params.min_context_cos is None else ContextSimilarity(res.context,
+                                                                                   params.min_context_cos, profile)],
+        search=Greedy(lambda: Importance(lambda original, i: original.delete(i)), lazy=params.lazy_similarity),
+        profile=profile)
 
 
 def describe(params: TextFoolerParams, res: TextFoolerResources) -> dict[str, Any]:
@@ -235,15 +223,10 @@ def describe(params: TextFoolerParams, res: TextFoolerResources) -> dict[str, An
     }
 
 
-def _attack(ctx: AttackContext, params: TextFoolerParams) -> AttackOutput:
-    res = load_resources(params, ctx.settings, ctx.victim.device)
-    return AttackOutput(attack_with(ctx, params, res), describe(params, res))
-
-
-ATTACKS.register("textfooler")(AttackRecipe(
+RECIPE = ATTACKS.register("textfooler")(WordSwapRecipe(
     name="textfooler",
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
-    attack=_attack, params=TextFoolerParams, check=check, word_swaps=True,
+    params=TextFoolerParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
     queries_per_word=4.8,  # 87.2 queries / 18.2 words per SST-2 input (docs/results.md, Attacks)
 ))

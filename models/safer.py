@@ -59,6 +59,7 @@ Deviations (each on purpose):
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -211,16 +212,32 @@ def synonyms_of(params: SaferParams, settings) -> Any:
     return resources.synonym_table(settings, params.safer_synonym_source or DEFAULT_SOURCE)
 
 
-_BUILT: dict[tuple, tuple[Any, PerturbationSets]] = {}  # (table id, k, min_cos, cap) -> (table, its sets)
+SETS_KEPT = 4  # perturbation sets a process keeps built (a grid over safer_k or safer_set_size builds one each)
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A synonym table as a cache key: the same table object, whatever its contents (tables are not hashable)."""
+
+    table: Any
+
+    def __hash__(self) -> int:
+        return id(self.table)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Table) and other.table is self.table
+
+
+@functools.lru_cache(maxsize=SETS_KEPT)
+def _built_sets(table: _Table, k: int, min_cos: float, cap: int) -> PerturbationSets:
+    return PerturbationSets(table.table, k, min_cos, cap)
 
 
 def perturbation_sets(params: SaferParams, settings) -> PerturbationSets:
-    """The perturbation sets of `params` over their synonym table (built once per process and table)."""
+    """The perturbation sets of `params` over their synonym table (built once per process and table; the last
+    `SETS_KEPT` kept)."""
     table = synonyms_of(params, settings)
-    key = (id(table), params.safer_k, params.safer_min_cos, params.safer_set_size)
-    if key not in _BUILT or _BUILT[key][0] is not table:
-        _BUILT[key] = (table, PerturbationSets(table, params.safer_k, params.safer_min_cos, params.safer_set_size))
-    return _BUILT[key][1]
+    return _built_sets(_Table(table), params.safer_k, params.safer_min_cos, params.safer_set_size)
 
 
 def text_seed(salt: int, stream: int, text: Text) -> list[int]:

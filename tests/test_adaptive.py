@@ -104,15 +104,15 @@ def test_gradient_victim_charges_two_queries_per_gradient(tiny_backbone):
 
 @pytest.mark.parametrize("gradient", ["unrolled", "bpda"])
 def test_gradient_swap_attacks_imbert_within_the_constraints(tiny_backbone, settings, gradient):
-    from robench.attacks.gradient_swap import GradientSwapParams, attack_with
+    from robench.attacks.gradient_swap import RECIPE, GradientSwapParams
 
     victim = _victim(tiny_backbone, _imbert(tiny_backbone, im_steps=2, im_gamma=0.05))
     ctx = make_ctx(settings, victim, 8, labels_from=victim)
     params = GradientSwapParams(gradient=gradient, window=5, skip_shorter_than_window=False, verify=3)
-    results = attack_with(ctx, params, fake_textfooler_resources())
+    results = RECIPE.attack_with(ctx, params, fake_textfooler_resources())
     assert len(results) == 8 and not [r.error for r in results if r.status == "error"]
     assert all(r.queries >= 3 for r in results)  # clean prediction + at least one gradient (2)
-    budgeted = attack_with(ctx, dataclasses.replace(params, query_budget=2), fake_textfooler_resources())
+    budgeted = RECIPE.attack_with(ctx, dataclasses.replace(params, query_budget=2), fake_textfooler_resources())
     assert all(r.status == "failed" and "budget of 2" in r.error for r in budgeted)  # 1 + 2 > 2
 
 
@@ -133,10 +133,10 @@ def _finish(settings, run_id: str, spec, results) -> None:
 
 
 def test_transfer_to_an_identical_model_reproduces_the_source_successes(tiny_model, settings):  # noqa: F811
-    from robench.attacks.textfooler import TextFoolerParams, attack_with
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams
 
     params = TextFoolerParams(window=5, skip_shorter_than_window=False)
-    source = attack_with(make_ctx(settings, new_victim(tiny_model), 16), params, fake_textfooler_resources())
+    source = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 16), params, fake_textfooler_resources())
     assert {r.status for r in source} >= {"successful", "skipped"}
     _finish(settings, "src", tiny_spec("unused", attack="textfooler", eval_size=16), source)
 

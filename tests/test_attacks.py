@@ -183,6 +183,30 @@ def test_engine_batches_model_calls_across_examples(tiny_model, settings):
     assert 4 <= padded.forward_calls < 32 and padded.model_evaluations == victim.model_evaluations
 
 
+def test_an_example_without_a_clean_prediction_is_an_error_not_a_robust_one(tiny_model, settings):
+    """A victim that refuses even the clean prediction of an example (its budget spent): the example was never
+    predicted, so it must not count as clean-correct and robust (it was "failed" before, which the metrics read as
+    exactly that)."""
+    from robench.engine.metrics import textattack_metrics
+
+    victim = new_victim(tiny_model)
+    refused_text = make_ctx(settings, victim, 4).eval_data["sentence"][2]
+    answer = victim.predict_many
+
+    def refusing(requests):
+        out = answer([r for r in requests if refused_text not in r[0][0]])
+        return [QueryBudgetExceeded(0, 1, 0) if refused_text in r[0][0] else out.pop(0) for r in requests]
+
+    victim.predict_many = refusing
+    ctx = make_ctx(settings, victim, 4, labels_from=new_victim(tiny_model))
+    results = attack_examples(ctx, _three_rounds, {}, EngineConfig(concurrency=4))
+    unpredicted = results[2]
+    assert unpredicted.status == "error" and "no clean prediction: query budget of 0" in unpredicted.error
+    assert unpredicted.original_prediction == -1
+    metrics = textattack_metrics(results)
+    assert (metrics.examples, metrics.errors, metrics.failed + metrics.successful + metrics.skipped) == (3, 1, 3)
+
+
 def test_engine_records_errors_and_goes_on(tiny_model, settings):
     labeller = new_victim(tiny_model)
 
@@ -219,11 +243,11 @@ def test_engine_records_errors_and_goes_on(tiny_model, settings):
 
 
 def test_engine_turns_an_exhausted_budget_into_a_failed_attack(tiny_model, settings):
-    from robench.attacks.textfooler import TextFoolerParams, attack_with
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams
 
     victim = new_victim(tiny_model)
     ctx = make_ctx(settings, victim, 6, labels_from=new_victim(tiny_model))
-    results = attack_with(ctx, TextFoolerParams(query_budget=6, window=5, skip_shorter_than_window=False),
+    results = RECIPE.attack_with(ctx, TextFoolerParams(query_budget=6, window=5, skip_shorter_than_window=False),
                           fake_textfooler_resources())
     assert all(r.queries <= 6 for r in results)
     budgeted = [r for r in results if "query budget of 6 exhausted" in r.error]
@@ -231,10 +255,10 @@ def test_engine_turns_an_exhausted_budget_into_a_failed_attack(tiny_model, setti
 
 
 def test_textfooler_resumes_to_the_same_results(tiny_model, settings, tmp_path):
-    from robench.attacks.textfooler import TextFoolerParams, attack_with
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams
 
     params = TextFoolerParams(window=5, skip_shorter_than_window=False, similarity_threshold=0.8, concurrency=4)
-    full = attack_with(make_ctx(settings, new_victim(tiny_model), 16), params, fake_textfooler_resources())
+    full = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 16), params, fake_textfooler_resources())
 
     store = RunStore(tmp_path, "resume")
 
@@ -244,16 +268,16 @@ def test_textfooler_resumes_to_the_same_results(tiny_model, settings, tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        attack_with(make_ctx(settings, new_victim(tiny_model), 16, record=interrupted), params,
+        RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 16, record=interrupted), params,
                     fake_textfooler_resources())
     done = store.load_partial()
     assert len(done) == 5
-    rest = attack_with(make_ctx(settings, new_victim(tiny_model), 16, done=done, record=store.append), params,
+    rest = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 16, done=done, record=store.append), params,
                        fake_textfooler_resources())
     assert len(rest) == 11 and not set(done) & {r.index for r in rest}
     resumed = sorted([*done.values(), *rest], key=lambda r: r.index)
     assert [dataclasses.asdict(r) for r in resumed] == [dataclasses.asdict(r) for r in full]
-    one_at_a_time = attack_with(make_ctx(settings, new_victim(tiny_model), 16),
+    one_at_a_time = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 16),
                                 dataclasses.replace(params, concurrency=1), fake_textfooler_resources())
     assert [dataclasses.asdict(r) for r in one_at_a_time] == [dataclasses.asdict(r) for r in full]
     assert {r.status for r in full} >= {"successful", "skipped"}
@@ -290,13 +314,13 @@ def test_select_lazy_matches_select_eager_on_random_instances():
 
 
 def test_textfooler_lazy_similarity_gives_the_straightforward_result(tiny_model, settings):
-    from robench.attacks.textfooler import TextFoolerParams, attack_with
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams
 
     def run(**kw):
         res = fake_textfooler_resources()
         params = TextFoolerParams(window=5, skip_shorter_than_window=False, concurrency=8, **kw)
         ctx = make_ctx(settings, new_victim(tiny_model), 32, labels_from=new_victim(tiny_model))
-        results = attack_with(ctx, params, res)
+        results = RECIPE.attack_with(ctx, params, res)
         return [(r.status, r.perturbed_text, r.perturbed_prediction, r.words_perturbed) for r in results], res
 
     lazy, lazy_res = run(similarity_threshold=0.85, lazy_similarity=True)
@@ -328,7 +352,7 @@ def test_top_combinations_is_exact_and_never_enumerates_the_product():
 
 
 def test_bert_attack_runs_with_a_tiny_masked_lm(tiny_backbone, tiny_model, settings):
-    from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, MlmCandidates, attack_with
+    from robench.attacks.bert_attack import RECIPE, BertAttackParams, BertAttackResources, MlmCandidates
     from transformers import AutoTokenizer, BertForMaskedLM
 
     torch.manual_seed(0)
@@ -342,7 +366,7 @@ def test_bert_attack_runs_with_a_tiny_masked_lm(tiny_backbone, tiny_model, setti
     assert all(split_words(w) == [w] and w not in stop and not w.startswith("##") for c in table for w in c)
 
     ctx = make_ctx(settings, new_victim(tiny_model), 8)
-    results = attack_with(ctx, params, BertAttackResources(stop, mlm, FakeEncoder()))
+    results = RECIPE.attack_with(ctx, params, BertAttackResources(stop, mlm, FakeEncoder()))
     assert len(results) == 8 and not [r for r in results if r.status == "error"]
     for r in results:
         if r.status == "successful":
@@ -358,7 +382,7 @@ def test_recipes_return_the_description_of_the_resources_they_loaded(tiny_model,
     from robench.core.registry import ATTACKS
 
     loaded = []
-    monkeypatch.setattr(textfooler, "load_resources",
+    monkeypatch.setattr(textfooler.RECIPE, "load_resources",
                         lambda params, settings, device: loaded.append(device) or fake_textfooler_resources())
     params = textfooler.TextFoolerParams(window=5, skip_shorter_than_window=False)
     output = ATTACKS.get("textfooler").attack(make_ctx(settings, new_victim(tiny_model), 4), params)

@@ -150,12 +150,13 @@ def test_bench_attack_profiles_the_other_recipes(attack, tmp_path, tiny_data, ti
     assert metrics["  fraction of the raw rate (target: 85%)"][0].endswith("%")
     profile = _table(bench / f"attack-{attack}-sst2-3-profile.csv")
     model_part = "masked LM (candidates)" if attack == "bert-attack" else "victim input gradients"
-    assert model_part in profile and _seconds(profile[model_part][0]) >= 0  # the further model cost, apart
     _check_profile(profile, 0)
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "res" / "runs").glob("*.json")]
     assert record["spec"]["attack"] == attack
     seconds = record["timings"]["profile"]["seconds"]
-    assert ("mlm" if attack == "bert-attack" else "victim gradient") in seconds
+    part = "mlm" if attack == "bert-attack" else "victim gradient"
+    assert seconds[part] > 0  # the further model cost ran, and is reported apart in the table:
+    assert _seconds(profile[model_part][0]) == pytest.approx(seconds[part], abs=0.006)
     assert sum(v for k, v in seconds.items() if k != "attack") == pytest.approx(seconds["attack"], abs=1e-3)
 
 

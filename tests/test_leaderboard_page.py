@@ -318,3 +318,22 @@ def test_scatter_labels_never_collide_even_when_every_point_is_in_one_spot():
     assert all(50 <= b[0] and b[2] <= 500 and 30 <= b[1] and b[3] <= 340 for b in boxes)
     spread = [(60 + 40 * i, 60 + 25 * i, f"model {i}", str(i)) for i in range(8)]
     assert [t.text for t in place_labels(spread, (50, 30, 500, 340))] == [f"model {i}" for i in range(8)]
+
+
+def test_a_cell_marks_exactly_the_verdict_the_statistics_gave():
+    """The mark comes from the verdict itself, not from words found in it: a verdict that only mentions
+    "more robust" (or any text the statistics never give) is no "more robust" mark."""
+    from robench.report.leaderboard_page import verdict
+    from robench.report.stats import INSUFFICIENT, LESS_ROBUST, MORE_ROBUST, NOT_DISTINGUISHABLE
+
+    def mark(said, diff=0.02):
+        row = {"robust_accuracy_diff": diff, "robust_accuracy_diff_verdict": said}
+        return verdict(row, "bert")
+
+    assert [mark(v)[:2] for v in (MORE_ROBUST, LESS_ROBUST, NOT_DISTINGUISHABLE, INSUFFICIENT)] == [
+        ("up", "▲"), ("down", "▼"), ("same", "≈"), ("unsure", "?")]
+    for said in ("not more robust than the baseline", "more robust than the baseline (insufficient seeds)",
+                 "Less Robust", None):
+        assert mark(said)[:2] == ("unsure", "?")
+    assert mark(MORE_ROBUST)[2].endswith(f"points vs bert: {MORE_ROBUST}")
+    assert mark(MORE_ROBUST, diff=float("nan")) is None

@@ -105,7 +105,9 @@ def test_an_analysis_is_tied_to_the_data_it_reads(settings, tiny_backbone, tmp_p
     dev.write_text(dev.read_text(encoding="utf-8") + "one more sentence .\t1\n", encoding="utf-8")
     changed = robench.core.paths.resolve_settings(changed_dir, settings.cache_dir, settings.results_dir)
     assert analysis_path(spec, config, changed) != analysis_path(spec, config, settings)
-    assert analysis_path(spec, config, settings) == analysis_path(spec, config, settings)
+    same_dir = _copy_data(settings.data_dir, tmp_path / "same")  # the same rows in another place
+    same = robench.core.paths.resolve_settings(same_dir, settings.cache_dir, settings.results_dir)
+    assert analysis_path(spec, config, same) == analysis_path(spec, config, settings)  # keyed by content, not path
 
 
 def test_advglue_file_is_part_of_the_run_id_but_not_the_checkpoint(settings, tiny_backbone, tmp_path):

@@ -156,9 +156,63 @@ def test_git_commit_names_the_diff_of_a_dirty_tree(tmp_path):
     git("add", "a.txt")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
     sha = git("rev-parse", "HEAD").decode().strip()
-    assert git_commit(tmp_path) == sha
+    source = tmp_path / "a.txt"
+    assert git_commit(source) == sha
     (tmp_path / "a.txt").write_text("two\n")
     digest = hashlib.sha256(git("diff", "HEAD", "--binary")).hexdigest()[:16]
-    assert git_commit(tmp_path) == f"{sha}+dirty.{digest}"
+    assert git_commit(source) == f"{sha}+dirty.{digest}"
     (tmp_path / "a.txt").write_text("three\n")
-    assert git_commit(tmp_path) != f"{sha}+dirty.{digest}"  # another diff, another hash
+    assert git_commit(source) != f"{sha}+dirty.{digest}"  # another diff, another hash
+
+
+def test_an_installed_robench_records_no_commit_of_the_users_repository(tmp_path):
+    """robench installed into a virtual environment inside the user's own repository: git, run from the package
+    directory, finds the user's repository; its commit says nothing about robench, so none is recorded."""
+    import shutil
+    import subprocess
+
+    import robench.runs.store as store
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, check=True).stdout
+
+    git("init", "-q")
+    (tmp_path / "train.py").write_text("print('my project')\n")
+    git("add", "train.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "my project")
+    installed = tmp_path / ".venv" / "lib" / "site-packages" / "robench" / "runs" / "store.py"
+    installed.parent.mkdir(parents=True)
+    shutil.copy(store.__file__, installed)
+    assert store.git_commit(installed) is None
+    assert store.git_commit(tmp_path / "train.py") == git("rev-parse", "HEAD").decode().strip()
+    outside = tmp_path.parent / f"{tmp_path.name}-no-repository" / "store.py"
+    outside.parent.mkdir()
+    shutil.copy(store.__file__, outside)
+    assert store.git_commit(outside) is None
+
+
+def test_a_run_spec_cannot_change_after_it_was_made():
+    """RunSpec is frozen, and so are the dicts it holds: changing one would change the run id under a record."""
+    import pickle
+
+    from robench.runs.spec import RunSpec
+
+    params = {"k": 20, "windows": [5, 15], "nested": {"x": 1}}
+    spec = RunSpec(attack="textfooler", attack_params=params, task_source={"labels": ["neg", "pos"]})
+    run_id = spec.run_id
+    params["k"] = 99  # the caller's dict is copied, not held
+    for change in (lambda: spec.attack_params.__setitem__("k", 1), lambda: spec.attack_params.update(k=1),
+                   lambda: spec.attack_params.pop("k"), lambda: spec.attack_params["windows"].append(50),
+                   lambda: spec.attack_params["nested"].setdefault("y", 2), lambda: spec.model_params.clear(),
+                   lambda: spec.task_source["labels"].sort()):
+        with pytest.raises(TypeError, match="immutable"):
+            change()
+    assert spec.run_id == run_id and spec.attack_params == {"k": 20, "windows": [5, 15], "nested": {"x": 1}}
+    assert spec.task_source["labels"] == ["neg", "pos"]
+    copy = pickle.loads(pickle.dumps(spec))  # grid workers get specs pickled
+    assert copy == spec and copy.run_id == run_id
+    plain = spec.to_dict()
+    plain["attack_params"]["k"] = 1  # to_dict is the caller's to change
+    assert spec.attack_params["k"] == 20 and RunSpec.from_dict(spec.to_dict()) == spec
+    changed = dataclasses.replace(spec, attack_params={**spec.attack_params, "k": 30})
+    assert changed.run_id != run_id

@@ -249,6 +249,40 @@ def test_check_refuses_other_textattack_versions(settings, monkeypatch):
         recipe.check(task, TextAttackParams(), settings)
 
 
+def test_importing_textattack_restores_only_the_environment_it_changed(monkeypatch):
+    """TextAttack's import rewrites cache variables: they are put back, a variable it added goes, and every other
+    variable is left alone (the environment was cleared and refilled before, for every thread at once)."""
+    import os
+
+    from robench.attacks.textattack import compat
+
+    class Watched(dict):
+        def __init__(self, data):
+            super().__init__(data)
+            self.writes: list[str] = []
+
+        def __setitem__(self, key, value):
+            self.writes.append(key)
+            super().__setitem__(key, value)
+
+        def __delitem__(self, key):
+            self.writes.append(key)
+            super().__delitem__(key)
+
+        def clear(self):
+            raise AssertionError("the environment was cleared")
+
+    env = Watched({"HF_HOME": "/mine/hf", "PATH": "/bin", "KEEP": "1", "GONE": "x"})
+    monkeypatch.setattr(os, "environ", env)
+    with compat.environ_restored():
+        env["HF_HOME"] = "/textattack/hf"  # changed
+        env["TA_CACHE_DIR"] = "/cache/textattack"  # added
+        del env["GONE"]  # removed
+        env.writes.clear()
+    assert env == {"HF_HOME": "/mine/hf", "PATH": "/bin", "KEEP": "1", "GONE": "x"}
+    assert sorted(env.writes) == ["GONE", "HF_HOME", "TA_CACHE_DIR"]  # PATH and KEEP never touched
+
+
 # ---------------------------------------------------------------- result mapping
 
 

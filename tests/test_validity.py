@@ -217,7 +217,7 @@ BA_TABLE = [[], ["film", "movies", "book"], [], ["bad", "worse", "awful", "decen
 
 
 def test_bert_attack_never_proposes_a_listed_antonym(settings):
-    from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, build_search
+    from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, compose
 
     from robench.engine.resources.lexicon import lexicon
 
@@ -226,7 +226,7 @@ def test_bert_attack_never_proposes_a_listed_antonym(settings):
     res = BertAttackResources(frozenset({"a", "the", "is"}), None, _IdentityEncoder(), lex)
     words = Words.of(BA_TEXT).words
     assert len(BA_TABLE) == len(words)
-    tried = _tried_swaps(build_search(params, res), BA_TEXT, BA_TABLE)
+    tried = _tried_swaps(compose(params, res), BA_TEXT, BA_TABLE)
     assert {"film", "movies", "book", "decent", "fine", "purple", "improved"} <= tried
     assert not tried & {"bad", "worse", "awful"}
     assert not any(lex.is_antonym(o, w) for o in words for w in tried if o in ("good", "better"))
@@ -235,18 +235,18 @@ def test_bert_attack_never_proposes_a_listed_antonym(settings):
 def test_bert_attack_keeps_only_valid_synonyms(settings, small_lexicon):
     """The default: an MLM candidate is swapped in only if it is one of the word's listed synonyms, in the
     word's part of speech in context (TextFooler's test); the unrelated MLM words never reach the victim."""
-    from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, build_search
+    from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, compose
 
     from robench.engine import resources
+    from robench.engine.constraints import WordNetPos
     from robench.engine.resources.lexicon import lexicon
-    from robench.engine.substitution import WordNetPos
 
     lex = lexicon(settings)
     params = BertAttackParams(concurrency=1)
     assert params.valid_synonyms
     res = BertAttackResources(frozenset({"a", "the", "is"}), None, _IdentityEncoder(), lex, small_lexicon,
                               resources.pos_tagger(settings), WordNetPos(lex.wordnet))
-    tried = _tried_swaps(build_search(params, res), BA_TEXT, BA_TABLE)
+    tried = _tried_swaps(compose(params, res), BA_TEXT, BA_TABLE)
     words = Words.of(BA_TEXT).words
     listed = {w for o in words for w, _ in small_lexicon.neighbours(o.lower(), k=params.k, min_cos=-1)}
     assert tried and tried <= listed
@@ -279,11 +279,11 @@ def test_lazy_similarity_gives_the_straightforward_result_with_the_lexicon_sourc
                                                                                    settings, wordnet_pos):
     """The lazy-versus-eager equivalence (tests/test_attacks.py) with the default source's real candidates, with
     and without the part-of-speech-in-context check."""
-    from robench.attacks.textfooler import TextFoolerParams, TextFoolerResources, attack_with
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams, TextFoolerResources
     from test_attacks import FakeEncoder, FakeTagger, make_ctx, new_victim
 
+    from robench.engine.constraints import WordNetPos
     from robench.engine.resources.lexicon import lexicon
-    from robench.engine.substitution import WordNetPos
 
     senses = WordNetPos(lexicon(settings).wordnet) if wordnet_pos else None
 
@@ -293,7 +293,7 @@ def test_lazy_similarity_gives_the_straightforward_result_with_the_lexicon_sourc
         params = TextFoolerParams(window=5, skip_shorter_than_window=False, similarity_threshold=threshold,
                                   lazy_similarity=lazy, concurrency=8)
         ctx = make_ctx(settings, new_victim(tiny_model), 32, labels_from=new_victim(tiny_model))
-        return [(r.status, r.perturbed_text, r.words_perturbed) for r in attack_with(ctx, params, res)], res
+        return [(r.status, r.perturbed_text, r.words_perturbed) for r in RECIPE.attack_with(ctx, params, res)], res
 
     lazy, lazy_res = run(True)
     eager, eager_res = run(False)
@@ -318,8 +318,8 @@ def test_no_default_candidate_is_a_listed_antonym(small_lexicon, settings):
 
 def test_wordnet_pos_known_answers(settings):
     """A candidate needs a WordNet sense in the word's part of speech in context; other tags get none."""
+    from robench.engine.constraints import WordNetPos
     from robench.engine.resources.lexicon import lexicon
-    from robench.engine.substitution import WordNetPos
 
     senses = WordNetPos(lexicon(settings).wordnet)
     assert not senses("VERB", "dearth")  # "the movie lacks wit" -> "the movie dearth wit"
@@ -331,17 +331,19 @@ def test_wordnet_pos_known_answers(settings):
 
 
 def test_pos_check_rejects_a_candidate_outside_the_words_part_of_speech(settings):
+    from robench.engine.constraints import ContextTags, PartOfSpeech, Swap, WordNetPartOfSpeech, WordNetPos
     from robench.engine.resources.lexicon import lexicon
-    from robench.engine.substitution import PosCheck, WordNetPos
 
     class Tagger:  # "lacks" is a verb here, and so is any word in its place (the paper's check would pass)
         def tag(self, words: list[str]) -> list[str]:
             return ["VERB" if w in ("lacks", "dearth", "misses") else "NOUN" for w in words]
 
     original = Words.of(("the movie lacks wit",))
-    plain, strict = PosCheck(Tagger(), True), PosCheck(Tagger(), True, senses=WordNetPos(lexicon(settings).wordnet))
-    assert plain(original, 2, "dearth") and not strict(original, 2, "dearth")
-    assert strict(original, 2, "misses")
+    tags = ContextTags(Tagger())
+    plain, senses = PartOfSpeech(tags, True), WordNetPartOfSpeech(tags, WordNetPos(lexicon(settings).wordnet))
+    dearth, misses = Swap(2, "dearth"), Swap(2, "misses")
+    assert plain.allows(original, dearth) and not senses.allows(original, dearth)
+    assert plain.allows(original, misses) and senses.allows(original, misses)
 
 
 class FakeContext:
@@ -356,7 +358,7 @@ class FakeContext:
 
 
 def test_min_context_cos_drops_every_candidate_below_it(tiny_model, settings):  # noqa: F811
-    from robench.attacks.textfooler import TextFoolerParams, attack_with
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams
     from test_attacks import fake_textfooler_resources, make_ctx, new_victim
 
     def run(threshold):
@@ -365,7 +367,7 @@ def test_min_context_cos_drops_every_candidate_below_it(tiny_model, settings):  
         params = TextFoolerParams(window=5, skip_shorter_than_window=False, concurrency=8,
                                   min_context_cos=threshold)
         ctx = make_ctx(settings, new_victim(tiny_model), 32, labels_from=new_victim(tiny_model))
-        return attack_with(ctx, params, res), res.context
+        return RECIPE.attack_with(ctx, params, res), res.context
 
     off, unused = run(None)
     strict, scorer = run(0.5)

@@ -348,18 +348,40 @@ def test_safer_vote_is_fixed_per_query_and_every_inner_forward_is_counted():
 
 
 def test_safer_certified_accuracy_matches_the_enumerated_certificate():
-    import numpy as np
 
     victim, sets = _smoothed(cap=4, cert_samples=2000)
     texts = [("good movie",), ("bad film",), ("the fine film",), ("nice bad movie",)]
     labels = [1, 0, 1, 1]
     out = victim.certify(texts, labels)
     exact = [_exact(sets, t[0]) if y == 1 else 1 - _exact(sets, t[0]) for t, y in zip(texts, labels)]
-    # Delta = 0 here: certified exactly when the gold class has a clear majority of the smoothed mass
-    expected = [p > 0.55 for p in exact]
-    assert out["certified"] == expected or np.mean(np.array(out["certified"]) == np.array(expected)) >= 0.75
-    assert out["certified_accuracy"] == np.mean(out["certified"]) and out["certify_forwards"] > 0
+    deltas = [sets.delta(t) for t in texts]
+    # the toy's smoothed mass is all or nothing (exact 1, 1, 1, 0) and Delta = 0: no Monte Carlo margin is needed
+    assert exact == [1.0, 1.0, 1.0, 0.0] and deltas == [0.0] * 4
+    assert out["certified"] == [p - d > 0.5 for p, d in zip(exact, deltas)] == [True, True, True, False]
+    assert (out["certified_accuracy"], out["certified_examples"], out["certify_examples"]) == (0.75, 3, 4)
+    n, alpha = out["certify_samples"], out["certify_alpha"]
+    assert out["certify_median_p_lower"] == pytest.approx(alpha ** (1 / n))  # Clopper-Pearson, n of n votes
+    assert out["certify_forwards"] > 0
     assert victim.certify_forwards == out["certify_forwards"] <= victim.inner_forwards
+
+
+def test_safer_keeps_a_bounded_number_of_perturbation_sets(monkeypatch):
+    """The sets are built once per table and parameters, and a process keeps only the last few (a grid over
+    safer_k once grew a module-level dict without end)."""
+    from robench.models import safer
+
+    table = _toy_table()
+    monkeypatch.setattr(safer, "synonyms_of", lambda params, settings: table)
+    safer._built_sets.cache_clear()
+    first = safer.perturbation_sets(safer.SaferParams(safer_k=2), None)
+    assert safer.perturbation_sets(safer.SaferParams(safer_k=2), None) is first  # built once
+    for cap in range(2, 2 + 3 * safer.SETS_KEPT):
+        safer.perturbation_sets(safer.SaferParams(safer_k=2, safer_set_size=cap), None)
+        assert safer._built_sets.cache_info().currsize <= safer.SETS_KEPT
+    other = _toy_table()  # an equal table loaded again is another table: its own sets
+    monkeypatch.setattr(safer, "synonyms_of", lambda params, settings: other)
+    assert safer.perturbation_sets(safer.SaferParams(safer_k=2), None).table is other
+    safer._built_sets.cache_clear()
 
 
 def test_safer_checkpoint_round_trip_and_its_victim(tiny_backbone, tmp_path, settings, monkeypatch):

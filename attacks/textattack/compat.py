@@ -5,7 +5,7 @@ hook), reads NLTK stopwords at import, and rewrites cache environment variables.
 `load_textattack` points NLTK at `<data_dir>/nltk_data`, turns `nltk.download`
 into a logged no-op for the duration of the import (`offline_nltk`, also used
 around recipe builds), keeps TextAttack's marker files in robench's cache dir and
-restores every environment variable it changes.
+restores every environment variable it changes (`environ_restored`), and only those.
 
 This module and the rest of the backend patch TextAttack 0.3.11 as it is;
 `check_version` refuses any other installed version with a clear error.
@@ -82,15 +82,28 @@ def load_textattack(settings: Settings):
             return sys.modules["textattack"]
     import transformers  # noqa: F401 - fixes its cache paths before TextAttack rewrites HF_HOME
 
-    saved = dict(os.environ)
-    os.environ["TA_CACHE_DIR"] = str(settings.cache_dir / "textattack")  # post-install marker lives here
+    # TextAttack's cache setup rewrites HF_HOME, XDG_CACHE_HOME, TOKENIZERS_PARALLELISM; its post-install marker
+    # lives in robench's cache
     try:
-        with offline_nltk(settings):
+        with environ_restored(), offline_nltk(settings):
+            os.environ["TA_CACHE_DIR"] = str(settings.cache_dir / "textattack")
             import textattack
     except LookupError as exc:
         raise RobenchError(f"TextAttack could not find NLTK data under {nltk_dir(settings)}: "
                            f"{str(exc).strip().splitlines()[0]}") from exc
-    finally:
-        os.environ.clear()  # TextAttack's cache setup rewrites HF_HOME, XDG_CACHE_HOME, TOKENIZERS_PARALLELISM
-        os.environ.update(saved)
     return textattack
+
+
+@contextlib.contextmanager
+def environ_restored() -> Iterator[None]:
+    """On exit, every environment variable the block set, changed or removed is as it was before; the others are
+    never touched (no moment without an environment, for other threads or the C library)."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for key in [k for k in os.environ if k not in saved]:
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value

@@ -192,7 +192,6 @@ def warm_up(spec, settings, device: str, console: Console | None) -> None:
     """One-off setup outside the timed region: the checkpoint, the recipe's resources through its own loader
     (candidate table, encoder, tagger, MLM: each loader caches per process), the audit's lexicon and the
     textattack import."""
-    from robench.attacks import bert_attack, textfooler
     from robench.attacks.textattack.compat import load_textattack
     from robench.core.device import pick_device
     from robench.engine.resources.lexicon import lexicon
@@ -200,9 +199,8 @@ def warm_up(spec, settings, device: str, console: Console | None) -> None:
     from robench.runs.runner import train
 
     train(spec, settings, device, console)
-    params = resolve_run(spec, settings).attack_params
-    (bert_attack if spec.attack == "bert-attack" else textfooler).load_resources(params, settings,
-                                                                                 pick_device(device))
+    resolved = resolve_run(spec, settings)
+    resolved.recipe.load_resources(resolved.attack_params, settings, pick_device(device))  # a WordSwapRecipe
     lexicon(settings)
     if spec.attack == ROBENCH:
         load_textattack(settings)

@@ -87,10 +87,3 @@ def max_changed_words(rate: float | None, words: int) -> int | None:
     if rate is None or rate >= 1:
         return None
     return math.ceil(rate * words)
-
-
-def budget_label(params: Any) -> str | None:
-    """The setting name of a record's attack hyperparameters (None for attacks without one)."""
-    if isinstance(params, dict):
-        return params.get("budget")
-    return getattr(params, "budget", None)

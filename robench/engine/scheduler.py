@@ -16,7 +16,8 @@ with its share. Each example ends as a TextAttack-style `ExampleResult`:
 * skipped    - the clean prediction is already wrong (not attacked);
 * successful - the search found a text the victim misclassifies;
 * failed     - it did not, or its query budget ran out (`error` then says so);
-* error      - the search raised; the message is recorded and the run goes on.
+* error      - the search raised, or the query budget did not allow even the clean prediction (neither
+               clean-correct nor robust); the message is recorded and the run goes on.
 
 A failure of the model itself (`ModelFailure`: it raised, or returned non-finite or ill-shaped logits) is
 not an example's result: it stops the attack, and the run with it.
@@ -218,9 +219,10 @@ def _serve(ctx: AttackContext, services: Mapping[str, Service], kind: str, jobs:
 def _result(job: _Job, clean: np.ndarray | None, outcome: Outcome | None) -> ExampleResult:
     original = join_fields(job.text)
     num_words = count_words(job.text)
-    if clean is None:  # the budget did not even allow the clean prediction
-        return ExampleResult(job.index, job.label, original, original, -1, -1, "failed", job.counter.queries,
-                             num_words, 0, outcome.note if outcome else "")
+    if clean is None:  # the budget did not even allow the clean prediction: neither clean-correct nor robust
+        note = outcome.note if outcome else "no query budget"
+        return ExampleResult(job.index, job.label, original, original, -1, -1, "error", job.counter.queries,
+                             num_words, 0, f"no clean prediction: {note}")
     pred = int(clean.argmax())
     if outcome is None:
         return ExampleResult(job.index, job.label, original, original, pred, pred, "skipped", job.counter.queries,

@@ -3,22 +3,23 @@
 What the word-substitution recipes (`textfooler`, `bert-attack`) share, as
 searches for `robench.engine.scheduler`:
 
-* `Similarity` and `similarities`: TextAttack's sentence-encoder constraint,
+* `similarities`: the sentence-encoder constraint (`robench.engine.constraints.Similarity`),
   answered through "embed" requests, which `CachedEmbedder` serves;
-* `goal_scores`, `select_eager`: TextAttack's untargeted score and greedy choice;
+* `UntargetedClassification` (`goal_scores`), `select_eager`: TextAttack's untargeted goal and greedy choice;
 * `select_lazy`: the same choice, asking the encoder only where it matters;
 * `Importance`: the word-importance strategy (leave-one-out by default);
 * `WordSwapSearch`: the greedy word-importance-ranked search itself.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Generator, Literal, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
 from robench.core.types import Profile
 from robench.engine.budgets import max_changed_words
+from robench.engine.constraints import Similarity
 from robench.engine.scheduler import Outcome, Request, Search
 from robench.engine.victim import QueryBudgetExceeded, Text
 from robench.engine.words import Words
@@ -46,35 +47,6 @@ class CachedEmbedder:
         return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
 
-@dataclass(frozen=True)
-class Similarity:
-    """TextAttack's `SentenceEncoder` constraint: sim(reference, candidate) >= threshold.
-
-    The reference is the original text (`against_original`) or the text being
-    modified; with a `window`, both are cut to `window` words around the swapped
-    word. With `skip_shorter_than_window`, candidates shorter than the window pass
-    with similarity 1 and are not encoded (TextAttack's skip_text_shorter_than_window).
-    """
-
-    threshold: float
-    metric: Literal["cosine", "angular"]
-    window: int | None
-    against_original: bool
-    skip_shorter_than_window: bool = False
-
-    def pair(self, current: Words, original: Words, candidate: Words, i: int) -> tuple[str, str] | None:
-        reference = original if self.against_original else current
-        if self.window is None:
-            return reference.field_text, candidate.field_text
-        if self.skip_shorter_than_window and len(candidate.words) < self.window:
-            return None
-        return reference.window(i, self.window), candidate.window(i, self.window)
-
-    def score(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        cos = np.clip(np.sum(a * b, axis=-1), -1.0, 1.0)
-        return cos if self.metric == "cosine" else 1.0 - np.arccos(cos) / np.pi
-
-
 def similarities(sim: Similarity | None, pairs: Sequence[tuple[str, str] | None]
                  ) -> Generator[Request, Any, np.ndarray]:
     """Similarity of each pair (1.0 for None); one "embed" request for all texts needed."""
@@ -93,6 +65,19 @@ def similarities(sim: Similarity | None, pairs: Sequence[tuple[str, str] | None]
 def goal_scores(probs: np.ndarray, label: int) -> np.ndarray:
     """TextAttack's untargeted-classification score: 1 - p(gold)."""
     return 1.0 - probs[:, label]
+
+
+class UntargetedClassification:
+    """The goal of every word-level recipe (TextAttack's UntargetedClassification): lower p(gold), score 1 - p(gold);
+    reached when the prediction leaves the gold label."""
+
+    @staticmethod
+    def scores(probs: np.ndarray, label: int) -> np.ndarray:
+        return goal_scores(probs, label)
+
+    @staticmethod
+    def reached(probs: np.ndarray, label: int) -> np.ndarray:
+        return probs.argmax(axis=-1) != label
 
 
 def select_eager(scores: np.ndarray, succeeded: np.ndarray, sims: np.ndarray, current: float) -> int | None:
@@ -195,6 +180,8 @@ class WordSwapSearch:
     choice depends on it (the victim then also scores candidates the encoder would reject; the chosen texts
     are identical, see `select_lazy`). `max_modification_rate`: at most ceil(rate x words) words may differ
     from the original (TextAttack's MaxWordsPerturbed(max_percent)); the search stops when that many have changed.
+    `goal`: the score to raise and when the attack has succeeded. A recipe declares these parts as a
+    `robench.engine.recipe.Composition`, which builds this search per example.
     """
 
     indices: Callable[[Words], list[int]]
@@ -203,11 +190,12 @@ class WordSwapSearch:
     similarity: Similarity | None
     lazy: bool = True
     max_modification_rate: float | None = None
+    goal: UntargetedClassification = field(default_factory=UntargetedClassification)
 
     def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
         original = current = Words.of(text)
         probs = clean
-        score = float(goal_scores(clean[None], label)[0])
+        score = float(self.goal.scores(clean[None], label)[0])
         limit = max_changed_words(self.max_modification_rate, len(original.words))
         try:
             indices = self.indices(original) if limit != 0 else []
@@ -222,8 +210,8 @@ class WordSwapSearch:
                 if pick is None:
                     continue
                 current, probs = pick
-                score = float(goal_scores(probs[None], label)[0])
-                if int(probs.argmax()) != label:
+                score = float(self.goal.scores(probs[None], label)[0])
+                if self.goal.reached(probs, label):
                     break
                 yield from self.importance.accepted(current, label)
         except QueryBudgetExceeded as exc:
@@ -236,7 +224,7 @@ class WordSwapSearch:
         threshold = self.similarity.threshold if self.similarity else -np.inf
         if self.lazy:
             probs = yield Request("predict", [o.text for o in options])
-            scores, flips = goal_scores(probs, label), probs.argmax(axis=1) != label
+            scores, flips = self.goal.scores(probs, label), self.goal.reached(probs, label)
             select = select_lazy(scores, flips, threshold, score)
             try:
                 want = next(select)
@@ -250,5 +238,5 @@ class WordSwapSearch:
         if not keep:
             return None
         probs = yield Request("predict", [options[j].text for j in keep])
-        choice = select_eager(goal_scores(probs, label), probs.argmax(axis=1) != label, sims[keep], score)
+        choice = select_eager(self.goal.scores(probs, label), self.goal.reached(probs, label), sims[keep], score)
         return None if choice is None else (options[keep[choice]], probs[choice])

@@ -4,13 +4,11 @@ A defence that attacks its own model while it trains (`a2t`, Yoo and Qi 2021) ma
 `attacks/` (the layering test), so the parts of a word-substitution attack it shares with them live here, in
 the engine:
 
-* `PosCheck`: TextAttack's `PartOfSpeech` constraint (the tag of the candidate in the original context, 4 words
-  before and 3 after, must match the word's; optionally nouns and verbs may swap), and optionally `WordNetPos`
-  (the candidate must have a WordNet sense in the word's part of speech in context; textfooler's default);
 * `modification_limit`: TextAttack's `MaxModificationRate` (max(ceil(rate * words), min_threshold) words);
 * `synonym_candidates`: the substitutions of word i: the synonym table's `k` best neighbours with cosine >=
-  `min_cos`, cased like the word, one word, POS-matched, none once the text has as many changed words as the
-  modification limit allows (TextAttack checks the limit before each transformation, as here);
+  `min_cos`, cased like the word, one word, POS-matched (`robench.engine.constraints.PartOfSpeech`), none once
+  the text has as many changed words as the modification limit allows (TextAttack checks the limit before each
+  transformation, as here);
 * `GradientRanking`: A2T's word importance (TextAttack's `GreedyWordSwapWIR(wir_method="gradient")`): the L1 norm
   of the loss gradient w.r.t. each word's input embeddings, computed once on the original text, highest
   first; candidates keep the table's order and are all queried. The gradient travels the engine's "predict"
@@ -24,63 +22,11 @@ from typing import Any, Callable, Generator
 
 import numpy as np
 
-from robench.core.types import Profile
+from robench.engine.constraints import ContextTags, PartOfSpeech, Swap
 from robench.engine.gradients import GradQuery
 from robench.engine.scheduler import Request
 from robench.engine.search import Importance
 from robench.engine.words import Words, is_one_word, recover_case
-
-
-class PosCheck:
-    """PartOfSpeech: the candidate's tag in the original context must match the word's (tags cached). With
-    `senses` (a `WordNetPos`), the candidate must also have a WordNet sense in the part of speech the word has in
-    its context. `profile` hears the time spent tagging."""
-
-    def __init__(self, tagger: Any, allow_verb_noun_swap: bool, profile: Profile | None = None,
-                 senses: WordNetPos | None = None) -> None:
-        self.tagger, self.swap, self.profile, self.senses = tagger, allow_verb_noun_swap, profile or Profile(), senses
-        self._cache: dict[tuple[tuple[str, ...], int], str] = {}
-
-    def tag(self, words: tuple[str, ...], at: int) -> str:
-        key = (words, at)
-        if key not in self._cache:
-            with self.profile.part("pos tagging"):
-                self._cache[key] = self.tagger.tag(list(words))[at]
-        return self._cache[key]
-
-    def __call__(self, original: Words, i: int, replacement: str) -> bool:
-        before, after = original.words[max(i - 4, 0):i], original.words[i + 1:i + 4]
-        old = self.tag(before + (original.words[i],) + after, len(before))
-        if self.senses is not None and not self.senses(old, replacement):
-            return False
-        new = self.tag(before + (replacement,) + after, len(before))
-        return old == new or (self.swap and {old, new} <= {"NOUN", "VERB"})
-
-
-class WordNetPos:
-    """A candidate must be a word of the part of speech its target has in context: the word's universal tag must
-    be NOUN, VERB, ADJ or ADV, and the candidate, when WordNet knows it, must have a synset of that part of speech
-    ("the movie lacks wit": "lacks" is a VERB, so the noun "dearth" is no candidate; "like" tagged ADP gets none).
-    The measured effect on hand-read swaps is in docs/attacks.md ("Reading the swaps")."""
-
-    POS = {"NOUN": ("n",), "VERB": ("v",), "ADJ": ("a", "s"), "ADV": ("r",)}
-
-    def __init__(self, wordnet: Any) -> None:
-        self.wordnet = wordnet
-        self._cache: dict[str, frozenset[str]] = {}
-
-    def parts_of_speech(self, word: str) -> frozenset[str]:
-        word = word.lower()
-        if word not in self._cache:
-            self._cache[word] = frozenset(s.pos() for s in self.wordnet.synsets(word))
-        return self._cache[word]
-
-    def __call__(self, tag: str, candidate: str) -> bool:
-        wanted = self.POS.get(tag)
-        if wanted is None:
-            return False
-        known = self.parts_of_speech(candidate)
-        return not known or any(p in known for p in wanted)
 
 
 def modification_limit(words: int, max_rate: float, min_threshold: int) -> int:
@@ -93,7 +39,7 @@ def synonym_candidates(table: Any, tagger: Any, k: int, min_cos: float, allow_ve
                        ) -> Callable[[Words, Words, int], list[Words]]:
     """`WordSwapSearch.candidates` over `table.neighbours(word, k, min_cos)` (see the module docstring);
     `max_rate` None: no modification limit."""
-    pos_ok = PosCheck(tagger, allow_verb_noun_swap)
+    pos = PartOfSpeech(ContextTags(tagger), allow_verb_noun_swap)
 
     def candidates(current: Words, original: Words, i: int) -> list[Words]:
         if max_rate is not None and current.diff(original) >= modification_limit(len(original.words), max_rate,
@@ -102,7 +48,7 @@ def synonym_candidates(table: Any, tagger: Any, k: int, min_cos: float, allow_ve
         word, out = current.words[i], []
         for neighbour, _ in table.neighbours(word.lower(), k=k, min_cos=min_cos):
             new = recover_case(neighbour, word)
-            if new != word and is_one_word(new) and pos_ok(original, i, new):
+            if new != word and is_one_word(new) and pos.allows(original, Swap(i, new)):
                 out.append(current.replace(i, new))
         return out
 

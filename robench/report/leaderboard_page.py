@@ -58,6 +58,7 @@ from robench.report.leaderboard import (
 )
 from robench.report.readings import Summary, readings_by_run, summarize
 from robench.report.run_page import write_run_pages
+from robench.report.stats import LESS_ROBUST, MORE_ROBUST, NOT_DISTINGUISHABLE
 from robench.report.validity import COLUMNS as VALIDITY_COLUMNS
 from robench.report.worstcase import worst_cases
 from robench.runs.spec import TrainConfig, slug
@@ -480,6 +481,10 @@ def _spread(stats: dict[str, Any], prefix: str) -> str:
     return f"± {_pct(std)}" if std is not None and pd.notna(std) else ""
 
 
+# (css class, symbol) of each verdict `robench.report.stats.verdict` gives; any other (insufficient seeds): unsure
+VERDICT_MARKS = {MORE_ROBUST: ("up", "▲"), LESS_ROBUST: ("down", "▼"), NOT_DISTINGUISHABLE: ("same", "≈")}
+
+
 def verdict(row: dict[str, Any], baseline: str) -> tuple[str, str, str] | None:
     """(css class, symbol, tooltip) of a cell's comparison with the baseline, or None when it has none.
 
@@ -488,16 +493,9 @@ def verdict(row: dict[str, Any], baseline: str) -> tuple[str, str, str] | None:
     diff = row.get("robust_accuracy_diff")
     if diff is None or pd.isna(diff):
         return None
-    said = str(row.get("robust_accuracy_diff_verdict"))
+    said = row.get("robust_accuracy_diff_verdict")
     tip = f"{format_difference(row)} points vs {baseline}: {said}"
-    text = said.lower()
-    if "more robust" in text:
-        return "up", "▲", tip
-    if "less robust" in text:
-        return "down", "▼", tip
-    if "not distinguishable" in text:
-        return "same", "≈", tip
-    return "unsure", "?", tip
+    return (*VERDICT_MARKS.get(said, ("unsure", "?")), tip)
 
 
 def _cells(row: BoardRow, variants, names, baseline: str | None, certified: bool, runs_dir: Path, page_dir: Path,

@@ -3,15 +3,59 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from robench.core.hashing import content_hash
 from robench.training.config import TrainConfig
 
 
+class FrozenDict(dict):
+    """A dict that refuses changes (equal to, and JSON-dumped like, a plain dict)."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a RunSpec is immutable: build a new one (dataclasses.replace) instead of changing it")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore
+
+    def __reduce__(self) -> tuple:
+        return FrozenDict, (dict(self),)
+
+
+class FrozenList(list):
+    """A list that refuses changes (equal to, and JSON-dumped like, a plain list)."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a RunSpec is immutable: build a new one (dataclasses.replace) instead of changing it")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = FrozenDict._refuse  # type: ignore
+    append = extend = insert = pop = remove = clear = sort = reverse = FrozenDict._refuse  # type: ignore
+
+    def __reduce__(self) -> tuple:
+        return FrozenList, (list(self),)
+
+
+def freeze(value: Any) -> Any:
+    """`value` with every dict and list in it made immutable (a copy; the caller's objects stay as they are)."""
+    if isinstance(value, dict):
+        return FrozenDict((k, freeze(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return FrozenList(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A plain, mutable copy of a frozen value."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything that determines a run's numbers. Its hash is the run id."""
+    """Everything that determines a run's numbers. Its hash is the run id. Immutable all through: the dicts it
+    holds are frozen copies, so no one can change a spec (and its run id) after it was made."""
 
     task: str = "sst2"
     model: str = "bert"
@@ -34,8 +78,13 @@ class RunSpec:
     # A task read from the user's files (robench.data.file_tasks): its definition and the files' SHA-256.
     task_source: dict[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("model_params", "attack_params", "checkpoint", "task_source"):
+            object.__setattr__(self, name, freeze(getattr(self, name)))
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A plain, mutable dict (the spec's own dicts stay frozen)."""
+        return thaw(asdict(self))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunSpec":

@@ -50,16 +50,24 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def git_commit(where: Path | None = None) -> str | None:
-    """The commit robench runs from (or the repository at `where`): `<sha>`, or `<sha>+dirty.<diff>` with
-    uncommitted changes to tracked files, where `<diff>` is the first 16 hex digits of the SHA-256 of
-    `git diff HEAD --binary` (so a record made from a dirty tree names the exact changes it was made with)."""
-    here = where or Path(__file__).resolve().parent
+def git_commit(source: Path | None = None) -> str | None:
+    """The commit of the robench checkout this module (or the file `source`) is tracked in: `<sha>`, or
+    `<sha>+dirty.<diff>` with uncommitted changes to tracked files, where `<diff>` is the first 16 hex digits of
+    the SHA-256 of `git diff HEAD --binary` (so a record made from a dirty tree names the exact changes it was made
+    with). None when the file is tracked in no repository: an installed robench, even one inside the user's own
+    repository (a virtual environment in a project), whose commit says nothing about robench."""
+    source = (source or Path(__file__)).resolve()
+    here = source.parent
+
+    def git(*args: str, timeout: int = 5, text: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=text, timeout=timeout)
+
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=5)
-        diff = subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=here, capture_output=True, timeout=30) \
+        if git("ls-files", "--error-unmatch", "--", source.name).returncode != 0:
+            return None  # not tracked here (or no repository at all)
+        sha = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        diff = git("diff", "HEAD", "--binary", timeout=30, text=False) \
             if sha.returncode == 0 and dirty.stdout.strip() else None
     except (OSError, subprocess.TimeoutExpired):
         return None

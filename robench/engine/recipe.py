@@ -1,0 +1,161 @@
+"""A word-level recipe as a declaration: transformation, constraints, search, goal (TextAttack's four parts).
+
+* `Transformation`: the candidate swaps of word i (`SynonymSwap`: a synonym table's neighbours);
+* constraints: the objects of `robench.engine.constraints`, in order;
+* `Greedy`: the search, TextAttack's GreedyWordSwapWIR with a word-importance strategy;
+* goal: `robench.engine.search.UntargetedClassification`.
+
+`Composition` holds the four and is the per-example search the engine runs (`robench.engine.scheduler`).
+`WordSwapRecipe` is the registry entry of such a recipe: its `load_resources`, `describe` and `compose` (params and
+loaded resources -> `Composition`) are all a recipe module writes; `attack` loads the resources once, runs the
+composition over the examples and describes what it used.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, Mapping, Sequence
+
+import numpy as np
+
+from robench.core.paths import Settings
+from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile
+from robench.engine.constraints import Constraint, IndexConstraint, Similarity, Swap
+from robench.engine.scheduler import EngineConfig, Request, Search, Service, attack_examples
+from robench.engine.search import CachedEmbedder, Importance, UntargetedClassification, WordSwapSearch
+from robench.engine.victim import Text
+from robench.engine.words import Words, is_one_word, recover_case
+
+SwapsOf = Callable[[Words, Words, int], list[Swap]]  # (current, original, i) -> candidate swaps of word i
+
+
+class Transformation:
+    """The candidate swaps of a word. `start(original)` prepares one example (a generator of engine `Request`s,
+    so a transformation may ask a service once per example) and returns its `swaps(current, original, i)`."""
+
+    def start(self, original: Words) -> Generator[Request, Any, SwapsOf]:
+        return self.swaps
+        yield  # a generator that asks nothing
+
+    def swaps(self, current: Words, original: Words, i: int) -> list[Swap]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class SynonymSwap(Transformation):
+    """The `k` nearest neighbours of the word in a synonym table, cased like the word, one word each, never the
+    word itself (TextAttack's WordSwapEmbedding(max_candidates=k)); each carries its table cosine for
+    `WordCosine`."""
+
+    table: Any  # .neighbours(word, k, min_cos) -> [(word, cos)], most similar first
+    k: int
+
+    def swaps(self, current: Words, original: Words, i: int) -> list[Swap]:
+        word, out = current.words[i], []
+        for neighbour, cos in self.table.neighbours(word.lower(), k=self.k, min_cos=-math.inf):
+            new = recover_case(neighbour, word)
+            if new != word and is_one_word(new):
+                out.append(Swap(i, new, cos))
+        return out
+
+
+@dataclass(frozen=True)
+class Greedy:
+    """The search: TextAttack's GreedyWordSwapWIR (`robench.engine.search.WordSwapSearch`): words in the order of
+    `importance` (a fresh strategy per example), the best candidate of each kept if it raises the goal score.
+    `lazy`: ask the sentence encoder only where the choice depends on it (same texts, fewer encoder calls)."""
+
+    importance: Callable[[], Importance]
+    lazy: bool = True
+
+
+@dataclass(frozen=True)
+class Composition:
+    """A word-level attack: `transformation`, `constraints` (None entries: left off by the setting), `search`,
+    `goal`. Called per example, it is the engine's search. `services`: what the transformation asks the engine
+    for, beside the victim; `profile` times candidate generation ("candidates")."""
+
+    transformation: Transformation
+    constraints: Sequence[IndexConstraint | Constraint | Similarity | None]
+    search: Greedy
+    goal: UntargetedClassification = field(default_factory=UntargetedClassification)
+    services: Mapping[str, Service] = field(default_factory=dict)
+    profile: Profile = field(default_factory=Profile)
+
+    def __post_init__(self) -> None:
+        self.similarity  # noqa: B018 - a declaration with two sentence-encoder constraints fails here, not per example
+
+    @property
+    def index_constraints(self) -> list[IndexConstraint]:
+        return [c for c in self.constraints if isinstance(c, IndexConstraint)]
+
+    @property
+    def swap_constraints(self) -> list[Constraint]:
+        return [c for c in self.constraints if isinstance(c, Constraint)]
+
+    @property
+    def similarity(self) -> Similarity | None:
+        found = [c for c in self.constraints if isinstance(c, Similarity)]
+        if len(found) > 1:
+            raise ValueError("a composition takes at most one sentence-encoder constraint")
+        return found[0] if found else None
+
+    def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
+        original = Words.of(text)
+        swaps_of = yield from self.transformation.start(original)
+        indexed, filters = self.index_constraints, self.swap_constraints
+
+        def modifiable(current: Words, i: int) -> bool:
+            return all(c.modifiable(current, original, i) for c in indexed)
+
+        def candidates(current: Words, original: Words, i: int) -> list[Words]:
+            if not modifiable(current, i):
+                return []
+            with self.profile.part("candidates"):
+                swaps = swaps_of(current, original, i)
+                for constraint in filters:
+                    if not swaps:
+                        break
+                    swaps = constraint.filter(current, original, swaps)
+                return [current.replace(i, s.word) for s in swaps]
+
+        search = WordSwapSearch(lambda words: [i for i in range(len(words.words)) if modifiable(words, i)],
+                                self.search.importance(), candidates, self.similarity, lazy=self.search.lazy,
+                                goal=self.goal)
+        return (yield from search(text, label, clean))
+
+
+@dataclass(kw_only=True)
+class WordSwapRecipe(AttackRecipe):
+    """The registry entry of a word-level recipe. A recipe module declares:
+
+    `load_resources(params, settings, device)` -> its resources (an object with at least `.encoder`, the sentence
+    encoder); `describe(params, resources)` -> the run record's `resources.attack`; `compose(params, resources,
+    profile, victim)` -> the `Composition`. `progress_label(params)` names the attack in progress messages.
+    `attack(ctx, params)` (the registry's call) loads, runs and describes; `attack_with(ctx, params, resources)`
+    runs on resources already loaded (tests pass fakes).
+    """
+
+    attack: Callable[[AttackContext, Any], AttackOutput] | None = None  # None: `run`
+    word_swaps: bool = True
+    load_resources: Callable[[Any, Settings, Any], Any]
+    describe: Callable[[Any, Any], dict[str, Any]]
+    compose: Callable[[Any, Any, Profile, Any], Composition]
+    progress_label: Callable[[Any], str] | None = None  # None: the recipe's name
+
+    def __post_init__(self) -> None:
+        owner = getattr(self.attack, "__self__", None)
+        if self.attack is None or (isinstance(owner, WordSwapRecipe) and owner is not self):
+            self.attack = self.run  # a copy (dataclasses.replace) runs itself, with its own fields
+
+    def run(self, ctx: AttackContext, params: Any) -> AttackOutput:
+        resources = self.load_resources(params, ctx.settings, ctx.victim.device)
+        return AttackOutput(self.attack_with(ctx, params, resources), self.describe(params, resources))
+
+    def attack_with(self, ctx: AttackContext, params: Any, resources: Any) -> list[ExampleResult]:
+        composition = self.compose(params, resources, ctx.profile, ctx.victim)
+        services = {"embed": CachedEmbedder(resources.encoder, params.encoder_batch_size, ctx.profile),
+                    **composition.services}
+        label = self.progress_label(params) if self.progress_label else self.name
+        config = EngineConfig(params.concurrency, params.query_budget, label, params.queries_per_word)
+        return attack_examples(ctx, composition, services, config)
