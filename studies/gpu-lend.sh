@@ -8,16 +8,17 @@
 # everything, installs included (default 585 of the command's 600).
 set -uo pipefail
 LIMIT=${LIMIT:-585}
+SITE=${SITE:-/tmp/site} UNPACK=${UNPACK:-/tmp/gpu}  # where the wheels are installed and the pack unpacked
 [ -f .gpu/pack.json ] || { echo "gpu-lend: error: no .gpu/pack.json: run studies/gpu_prepare.py here first" >&2; exit 1; }
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-pip=(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site)
+export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+pip=(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE")
 "${pip[@]}" .gpu/wheels/*.whl || exit 1
 "${pip[@]}" --no-build-isolation . || exit 1
-python3 studies/gpu_prepare.py --gpu .gpu --unpack /tmp/gpu || exit 1
-export ROBENCH_MINILM_DIR=/tmp/gpu/minilm
+python3 studies/gpu_prepare.py --gpu .gpu --unpack "$UNPACK" || exit 1
+export ROBENCH_MINILM_DIR=$UNPACK/minilm
 steps=$(python3 -c 'import json; print(json.load(open(".gpu/pack.json"))["steps"])')
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 echo "installed and unpacked in ${SECONDS} s; steps this pack serves: ${steps}"
-exec python3 studies/gpu_lend.py --data-dir /tmp/gpu/data --cache-dir /tmp/gpu/cache --out results/evidence-gpu \
+exec python3 studies/gpu_lend.py --data-dir "$UNPACK/data" --cache-dir "$UNPACK/cache" --out results/evidence-gpu \
   --bundle "${OUT:-/tmp/gpu-lend-bundle}" --limit $((LIMIT - SECONDS)) --steps "$steps" "$@"

@@ -35,9 +35,10 @@ STEPS = "probe,claims"  # the gpu_lend steps this pack serves
 # Missing from the H200 image (KINDS.md), or there in a version robench cannot use: transformers < 5 (textattack ->
 # flair pins it), with the tokenizers and huggingface-hub it accepts (it checks both at import); datasets (robench
 # loads its TSVs with it) and its dill / multiprocess; fsspec at the newest version datasets accepts. Versions as
-# in the development venv, where they work together; each has a Python 3.12 wheel.
+# in the development venv, where they work together; each has a Python 3.12 wheel. setuptools: robench is
+# installed there from the tree (`--no-build-isolation`) and needs >= 77, which the image is not known to have.
 WHEELS = ("transformers==4.57.6", "tokenizers==0.22.2", "huggingface_hub==0.36.2", "datasets==5.0.1",
-          "dill==0.4.1", "multiprocess==0.70.19", "fsspec==2026.6.0")
+          "dill==0.4.1", "multiprocess==0.70.19", "fsspec==2026.6.0", "setuptools==84.2.1")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
 DATA_FILES = ("sst2/train.tsv", "sst2/dev.tsv", "advglue/dev.json")  # training, the dev pass, AdvGLUE-sst2
 BACKBONE_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
