@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from robench.core.packed import runs_to_read
+from robench.core.paths import resolve_settings
 from robench.core.records import iter_records
 from robench.report.compare import compare, group_settings, with_holm
 from robench.report.stats import ALPHA, NO_VERDICT, holm
@@ -33,8 +34,12 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 # (name, records, task, model, attack, training sentences, claimed points or None for a direction). IM-BERT: its
 # paper, arXiv 2505.06889. FreeLB: the published BERT-base SST-2 figures under TextAttack's TextFooler (FreeLB
 # 14.4% against fine-tuning's 5.0%; ../shared/DESIGN.md). SMART: an adversarial-robustness baseline (Jiang et
-# al., ACL 2020), a direction without a published TextFooler figure on SST-2.
+# al., ACL 2020), a direction without a published TextFooler figure on SST-2. A2T: the protocol's positive control
+# (Yoo & Qi, Findings of EMNLP 2021: adversarial training against the very attack), a pre-specified direction that
+# the protocol must see for its nulls to mean anything; it is tested here, in the claims' family, rather than only
+# among the 25 exploratory comparisons of compare.txt.
 CLAIMS = [
+    ("A2T (positive control), TextFooler, more robust", "reference", "sst2", "a2t", "textfooler", 3000, None),
     ("IM-BERT, AdvGLUE-sst2, +8.3 points (3,000 sentences)", "reference", "sst2", "imbert", "advglue", 3000, 8.3),
     ("IM-BERT, AdvGLUE-qnli, +8.3 points (4,370 pairs)", "reference-qnli", "qnli", "imbert", "advglue", None, 8.3),
 ] + [
@@ -82,6 +87,7 @@ def against_bert(runs: Path) -> list:
 
 
 def main(folder: Path = RESULTS / "reference") -> None:
+    resolve_settings(read_only=True).require_data_dir()  # the untrained-seed rule reads older records' dev splits
     rows, found = [], {}
     for name, records, task, model, attack, size, claimed in CLAIMS:
         if records not in found:

@@ -7,6 +7,7 @@ clean check applies).
 """
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
@@ -37,6 +38,10 @@ def record_checks(record: RunRecord, runs_dir: Path, data_dir: Path | None) -> l
     labels = _dev_labels(record.spec.get("task"), data_dir) if _built_in_local(record) else None
     if labels and record.metrics.get("dev_accuracy") is not None:
         checks.append(check("dev", record.metrics["dev_accuracy"], labels))
+    elif _built_in_local(record) and record.metrics.get("dev_accuracy") is not None:
+        logging.getLogger("robench").warning(
+            "run %s: its dev accuracy cannot be checked against chance without its task's dev split (set "
+            "ROBENCH_DATA_DIR or --data-dir): a checkpoint that did not train would not be flagged", record.run_id)
     if record.metrics.get("clean_accuracy") is not None:
         try:
             attacked = [r for r in read_examples(runs_dir, record.run_id) if r.status != "error"]
