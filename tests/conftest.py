@@ -170,3 +170,16 @@ def work(monkeypatch) -> WorkCounter:
     monkeypatch.setattr(loop, "_train", counted_train)
     monkeypatch.setattr(runner, "attack", counted_attack)
     return counter
+
+
+@pytest.fixture
+def where(settings) -> list:
+    """The CLI flags that point a run at the test's settings, quiet, on the CPU."""
+    return ["--data-dir", settings.data_dir, "--cache-dir", settings.cache_dir, "--results-dir",
+            settings.results_dir, "--quiet", "--device", "cpu"]
+
+
+@pytest.fixture
+def base(where, tiny_backbone) -> list:
+    """`where` plus a tiny, one-epoch training on the tiny random backbone."""
+    return ["--backbone", tiny_backbone, "--epochs", "1", "--batch-size", "16", "--max-length", "32", *where]

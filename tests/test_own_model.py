@@ -36,12 +36,6 @@ def _cli(capsys, *argv) -> tuple[int, str, str]:
     return code, out.out, " ".join(out.err.split())
 
 
-@pytest.fixture
-def where(settings):
-    return ["--data-dir", settings.data_dir, "--cache-dir", settings.cache_dir, "--results-dir", settings.results_dir,
-            "--quiet", "--device", "cpu"]
-
-
 def _record(settings, out: str) -> dict:
     path = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("record: "))
     assert Path(path).parent == settings.runs_dir

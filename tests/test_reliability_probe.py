@@ -44,17 +44,6 @@ def _one_error(capsys, *argv) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def where(settings):
-    return ["--data-dir", settings.data_dir, "--cache-dir", settings.cache_dir, "--results-dir",
-            settings.results_dir, "--quiet", "--device", "cpu"]
-
-
-@pytest.fixture
-def base(where, tiny_backbone):
-    return ["--backbone", tiny_backbone, "--epochs", "1", "--batch-size", "16", "--max-length", "32", *where]
-
-
 def _nothing_trained(settings) -> bool:
     return not list(settings.checkpoints_dir.glob("*/model.safetensors")) if settings.checkpoints_dir.exists() \
         else True

@@ -18,36 +18,12 @@ import numpy as np
 import pytest
 import torch
 from conftest import tiny_spec
+from test_reliability_probe import _cli, _one_error
 
 import robench
-from robench.cli import main
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord, with_manifest
 from robench.runs.spec import RunSpec
-
-
-def _cli(capsys, *argv) -> tuple[int, str, list[str]]:
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err.strip().splitlines()
-
-
-def _one_error(capsys, *argv) -> str:
-    code, _, lines = _cli(capsys, *argv)
-    assert code == 2, lines
-    assert len(lines) == 1 and lines[0].startswith("robench: error: "), lines
-    return lines[0]
-
-
-@pytest.fixture
-def where(settings):
-    return ["--data-dir", settings.data_dir, "--cache-dir", settings.cache_dir, "--results-dir",
-            settings.results_dir, "--quiet", "--device", "cpu"]
-
-
-@pytest.fixture
-def base(where, tiny_backbone):
-    return ["--backbone", tiny_backbone, "--epochs", "1", "--batch-size", "16", "--max-length", "32", *where]
 
 
 def _constant(logits):

@@ -43,12 +43,6 @@ def _publish(published: Path, template: RunRecord, texts: list[ExampleResult]) -
 
 
 @pytest.fixture
-def where(settings):
-    return ["--data-dir", settings.data_dir, "--cache-dir", settings.cache_dir, "--results-dir", settings.results_dir,
-            "--quiet", "--device", "cpu"]
-
-
-@pytest.fixture
 def protocol(settings, tiny_backbone, tmp_path, monkeypatch):
     """A published protocol "toy" (AdvGLUE on the tiny data, bert at 5 seeds) and a checkpoint of your own."""
     ckpt = save_classifier(tiny_backbone, tmp_path / "mine", {0: "negative", 1: "positive"})
