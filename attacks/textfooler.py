@@ -123,7 +123,7 @@ from robench.engine.constraints import (
 )
 from robench.engine.recipe import Composition, Greedy, SynonymSwap, WordSwapRecipe
 from robench.engine.resources.context import context_similarity
-from robench.engine.resources.lexicon import lexicon
+from robench.engine.resources.lexicon import lexicon, lexicon_inputs
 from robench.engine.search import Importance
 
 # The paper's own values (TextAttack's textfooler_jin_2019), the `paper` budget setting.
@@ -183,7 +183,7 @@ def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
     resources.pos_tagger(settings)
     resources.require_synonym_source(settings, params.synonym_source)
     if params.wordnet_pos:
-        lexicon(settings)
+        lexicon_inputs(settings)  # built (or loaded) when the attack loads its resources, with a phase line
 
 
 def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:

@@ -228,8 +228,9 @@ def _sense_rank(wn, word: str, synset) -> int:
     return senses.index(synset) + 1 if synset in senses else len(senses) + 1
 
 
-def _inputs(settings: Settings) -> dict[str, Path]:
-    """Every file the relations are read from, by the name the key and the record use."""
+def lexicon_inputs(settings: Settings) -> dict[str, Path]:
+    """Every file the relations are read from, by the name the key and the record use (a clear error naming the
+    first one missing: the cheap check before any work)."""
     files = {"alzantot": data_file(settings, ALZANTOT_FILE, "Alzantot et al. counter-fitted neighbour lists"),
              "ppdb": data_file(settings, PPDB_SYNONYMS, "Mrkšić PPDB synonym list"),
              **{rel: data_file(settings, rel, "Mrkšić antonym list") for rel in ANTONYM_FILES}}
@@ -241,7 +242,7 @@ def _inputs(settings: Settings) -> dict[str, Path]:
 def lexicon(settings: Settings) -> Lexicon:
     """The lexical relations of the data dir's lists and WordNet (see the module docstring): the cached build when
     it verifies, else built now (about 40 s) and cached."""
-    inputs = _inputs(settings)
+    inputs = lexicon_inputs(settings)
     key = content_hash({"format": RELATIONS_FORMAT, "inputs": {name: file_sha256(path, settings.cache_dir)
                                                                for name, path in inputs.items()}}, 12)
     target = resources_dir(settings) / f"relations-{key}"
