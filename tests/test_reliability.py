@@ -585,7 +585,7 @@ def _grid(tmp_path: Path, backbone: Path, extra: str) -> Path:
     ("[train]\nlr = nan\n", "lr must be finite"),
     ("[train]\nepochs = 4294967296\n", "epochs must be"),  # found by hypothesis: it filled 20 GB estimating
     ("[train]\nmax_length = 4096\n", "exceeds the 128 positions"),
-    ("seeds = [-1]\n", "--seed must be an integer from 0"),
+    ("seeds = [-1]\n", "seeds must be integers from 0"),  # the grid key, not a flag never typed (issue 47)
     ("eval_size = 0\n", "eval_size values must be positive integers"),
     ("[model_params.bert]\nx = 1\n", "unknown hyperparameter(s) ['x']"),
     ("[resources]\ncpus = inf\n", "cpus must be finite"),
