@@ -155,12 +155,18 @@ def test_the_form_is_self_contained_and_holds_the_sheet(results, tmp_path):
     assert data["rows"] == read_sheet(done.sheet) and tuple(data["columns"]) == COLUMNS
 
 
-def test_the_form_script_saves_the_same_csv(results, tmp_path):
-    """The form's CSV writer (run in node) writes a filled sheet byte for byte as the sheet's writer does."""
+def _node() -> str:
+    """The node binary the form's script runs in (a test that needs it fails, naming the package, without it)."""
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
         pytest.fail("this test runs the form's script in node: install nodejs (Debian package nodejs)",
                     pytrace=False)
+    return node
+
+
+def test_the_form_script_saves_the_same_csv(results, tmp_path):
+    """The form's CSV writer (run in node) writes a filled sheet byte for byte as the sheet's writer does."""
+    node = _node()
     root, _ = results
     done = export_study([root], tmp_path / "study", n=3, seed=1)
     html = done.form.read_text()
@@ -323,10 +329,7 @@ def test_the_form_used_as_a_reader_would_saves_a_sheet_that_imports(results, tmp
     """The form's script run in node on a minimal DOM (tests/data/form_dom.js): part 2 opens only once part 1 is
     complete and then locks part 1, the answers survive reopening the page, and the saved CSV is the sheet
     filled in."""
-    node = shutil.which("node") or shutil.which("nodejs")
-    if node is None:
-        pytest.fail("this test runs the form's script in node: install nodejs (Debian package nodejs)",
-                    pytrace=False)
+    node = _node()
     root, _ = results
     done = export_study([root], tmp_path / "study", n=3, seed=1)
     answers = tmp_path / "answers.json"

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import tiny_spec
-from test_reliability_probe import _cli, _one_error
+from test_reliability_probe import _classifier, _cli, _one_error
 
 import robench
 from robench.core.errors import RobenchError
@@ -28,17 +28,6 @@ from robench.runs.spec import RunSpec
 
 def _constant(logits):
     return lambda texts: np.tile(np.asarray(logits, dtype=float), (len(texts), 1))
-
-
-def _classifier(backbone: Path, path: Path) -> Path:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    torch.manual_seed(0)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        backbone, num_labels=2, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
-    model.save_pretrained(path, safe_serialization=True)
-    AutoTokenizer.from_pretrained(backbone).save_pretrained(path)
-    return path
 
 
 def _task_file(folder: Path, name: str, texts: list[str], train: bool = False) -> Path:

@@ -25,10 +25,10 @@ def cmd_compare(args) -> None:
 
     settings = settings_from_args(args, read_only=True)  # compare writes nothing
     with tempfile.TemporaryDirectory(prefix="robench-compare-") as scratch:
-        _compare(args, runs_to_read(reference_view(args, settings, scratch), settings.cache_dir))
+        _compare(args, runs_to_read(reference_view(args, settings, scratch), settings.cache_dir), settings.data_dir)
 
 
-def _compare(args, runs_dir) -> None:
+def _compare(args, runs_dir, data_dir) -> None:
     from robench.report.compare import compare, group_settings, nothing_compared
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
@@ -36,7 +36,7 @@ def _compare(args, runs_dir) -> None:
 
     records = load_records(runs_dir)
     groups = group_settings(records.current)
-    untrained = untrained_runs(records.current, runs_dir, settings_from_args(args, read_only=True).data_dir)
+    untrained = untrained_runs(records.current, runs_dir, data_dir)
     found = compare(groups, runs_dir, args.baseline, untrained)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
