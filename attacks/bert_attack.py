@@ -43,7 +43,8 @@ BERT", EMNLP 2020. https://arxiv.org/abs/2004.09984
   attack; its 30% is tighter than the paper's 40%); `budget=morris2020` adds a
   word cosine >= 0.9 in the lexicon table's counter-fitted space (MLM candidates
   outside its vocabulary fail) and sentence cosine >= 0.98 (mapped to MiniLM);
-  `budget=paper` is the paper's;
+  `budget=natural` adds to those the filters of robench.engine.natural (docs/natural.md),
+  after the candidate filter; `budget=paper` is the paper's;
 * greedy: at each word, take the candidate with the lowest gold probability if
   it lowers it; stop when the label flips (then the most similar flipping candidate).
 
@@ -98,7 +99,7 @@ from robench.core.paths import Settings
 from robench.core.registry import ATTACKS
 from robench.core.types import Profile
 from robench.engine import resources
-from robench.engine.budgets import DEFAULT_BUDGET
+from robench.engine.budgets import DEFAULT_BUDGET, budget_setting
 from robench.engine.constraints import (
     ContextTags,
     ListedSynonym,
@@ -110,6 +111,8 @@ from robench.engine.constraints import (
     WordNetPartOfSpeech,
     WordNetPos,
 )
+from robench.engine.natural import NaturalFilters, check_natural, load_natural, natural_constraints
+from robench.engine.natural import describe as describe_natural
 from robench.engine.recipe import Composition, Greedy, SwapsOf, Transformation, WordSwapRecipe
 from robench.engine.resources.lexicon import lexicon
 from robench.engine.scheduler import Request
@@ -126,7 +129,7 @@ PAPER_VALUES = {"k": 48, "max_modification_rate": 0.4, "min_cos": -1.0, "similar
 class BertAttackParams:
     """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's."""
 
-    budget: str = DEFAULT_BUDGET  # textdefender (K 50, 30% of words, USE, K x words queries), morris2020 or paper
+    budget: str = DEFAULT_BUDGET  # textdefender (default), morris2020, natural or paper (robench.engine.budgets)
     k: int | None = bounded(None, 1, 1000)  # MLM candidates per word (paper: 48)
     masked_lm: str = "built"  # the MLM built by `robench resources build-mlm`, or a hub id (bert-base-uncased)
     sentence_encoder: str = "minilm"  # or "use-m3" (USE multilingual v3, paper thresholds unchanged)
@@ -166,6 +169,7 @@ class BertAttackResources:
     word_space: Any = None  # the lexicon table: .cos(a, b) (min_cos > -1), .neighbours(word, k, min_cos)
     tagger: Any = None  # .tag(words) -> universal tags (valid_synonyms)
     senses: WordNetPos | None = None  # the WordNet part-of-speech check (valid_synonyms)
+    natural: NaturalFilters | None = None  # the `natural` setting's filters; None: another setting
 
 
 def load_resources(params: BertAttackParams, settings: Settings, device) -> BertAttackResources:
@@ -176,7 +180,9 @@ def load_resources(params: BertAttackParams, settings: Settings, device) -> Bert
                                lexicon(settings) if params.filter_antonyms else None,
                                resources.synonym_table(settings, "lexicon") if needs_table else None,
                                resources.pos_tagger(settings) if params.valid_synonyms else None,
-                               WordNetPos(lexicon(settings).wordnet) if params.valid_synonyms else None)
+                               WordNetPos(lexicon(settings).wordnet) if params.valid_synonyms else None,
+                               load_natural(settings, device) if budget_setting(params.budget).natural_filters
+                               else None)
 
 
 @dataclass(frozen=True)
@@ -278,6 +284,8 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
         resources.pos_tagger(settings)
         resources.require_synonym_source(settings, "lexicon")
         lexicon(settings)
+    if budget_setting(params.budget).natural_filters:
+        check_natural(settings)
 
 
 def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile | None = None, victim=None
@@ -293,7 +301,8 @@ def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile
                      NotAntonym(res.antonyms) if res.antonyms is not None else None,  # filter_antonyms
                      ListedSynonym(res.word_space, params.k, params.min_cos) if synonyms else None,
                      WordNetPartOfSpeech(tags, res.senses) if synonyms and res.senses is not None else None,
-                     PartOfSpeech(tags, allow_verb_noun_swap=True) if synonyms else None],
+                     PartOfSpeech(tags, allow_verb_noun_swap=True) if synonyms else None,
+                     *natural_constraints(res.natural, profile)],
         search=Greedy(lambda: Importance(lambda words, i: words.replace(i, params.importance_token)),
                       lazy=params.lazy_similarity),
         services={} if res.mlm is None else {"mlm": MlmCandidates(res.mlm, params, res.stopwords)},
@@ -310,7 +319,8 @@ def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, An
             "antonym_filter": None if res.antonyms is None else info_of(res.antonyms, {"name": "antonym lists"}),
             "word_space": None if res.word_space is None else info_of(res.word_space, {"name": "word space"}),
             "pos_tagger": None if res.tagger is None else info_of(res.tagger, "pos tagger"),
-            "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None}
+            "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None,
+            "natural": describe_natural(res.natural)}
 
 
 RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(

@@ -30,8 +30,11 @@ changed (ceil(0.3 x words), TextAttack's MaxWordsPerturbed), USE 0.840845057
 (angular, 15-word windows), at most 50 x words victim queries per example;
 `budget=morris2020` takes Morris et al. (2020)'s human-validated thresholds (word
 cosine >= 0.9, sentence cosine >= 0.98 mapped to MiniLM, windows of 15, short
-texts checked) and `budget=paper` the values above (K 50, cos >= 0.5, no cap, no
-budget). Any explicit parameter wins over the setting.
+texts checked), `budget=natural` those thresholds plus the filters for text a
+reader accepts (robench.engine.natural, docs/natural.md: fixed phrases, inflection,
+sense, grammar; they run after the constraints below) and `budget=paper` the
+values above (K 50, cos >= 0.5, no cap, no budget). Any explicit parameter wins
+over the setting.
 
 Deviations (every one of them on purpose; all are recorded in the run record):
 
@@ -111,7 +114,7 @@ from robench.core.paths import Settings
 from robench.core.registry import ATTACKS
 from robench.core.types import Profile, Task
 from robench.engine import resources
-from robench.engine.budgets import DEFAULT_BUDGET, USE_THRESHOLD
+from robench.engine.budgets import DEFAULT_BUDGET, USE_THRESHOLD, budget_setting
 from robench.engine.constraints import (
     ContextSimilarity,
     ContextTags,
@@ -121,6 +124,8 @@ from robench.engine.constraints import (
     WordNetPartOfSpeech,
     WordNetPos,
 )
+from robench.engine.natural import NaturalFilters, check_natural, load_natural, natural_constraints
+from robench.engine.natural import describe as describe_natural
 from robench.engine.recipe import Composition, Greedy, SynonymSwap, WordSwapRecipe
 from robench.engine.resources.context import context_similarity
 from robench.engine.resources.lexicon import lexicon, lexicon_inputs
@@ -135,7 +140,7 @@ PAPER_VALUES = {"k": 50, "min_cos": 0.5, "max_modification_rate": 1.0, "similari
 class TextFoolerParams:
     """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's."""
 
-    budget: str = DEFAULT_BUDGET  # textdefender (K 50, 30% of words, USE, K x words queries), morris2020 or paper
+    budget: str = DEFAULT_BUDGET  # textdefender (default), morris2020, natural or paper (robench.engine.budgets)
     k: int | None = bounded(None, 1, 1000)  # synonym candidates per word
     min_cos: float | None = bounded(None, -1, 1)  # word cosine of a candidate in the synonym table's space
     max_modification_rate: float | None = bounded(None, 0, 1, low_open=True)  # share of words that may change
@@ -174,6 +179,7 @@ class TextFoolerResources:
     encoder: Any  # .embed(texts) -> L2-normalised rows; .threshold_for(paper_threshold, metric)
     senses: WordNetPos | None = None  # the `wordnet_pos` check; None: off
     context: Any = None  # .scores(words, i, replacements) -> contextual cosines (`min_context_cos`)
+    natural: NaturalFilters | None = None  # the `natural` setting's filters; None: another setting
 
 
 def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
@@ -184,6 +190,8 @@ def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
     resources.require_synonym_source(settings, params.synonym_source)
     if params.wordnet_pos:
         lexicon_inputs(settings)  # built (or loaded) when the attack loads its resources, with a phase line
+    if budget_setting(params.budget).natural_filters:
+        check_natural(settings)
 
 
 def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:
@@ -191,7 +199,9 @@ def load_resources(params: TextFoolerParams, settings: Settings, device) -> Text
                                resources.synonym_table(settings, source=params.synonym_source),
                                resources.sentence_encoder(settings, device, params.sentence_encoder),
                                WordNetPos(lexicon(settings).wordnet) if params.wordnet_pos else None,
-                               None if params.min_context_cos is None else context_similarity(settings, device))
+                               None if params.min_context_cos is None else context_similarity(settings, device),
+                               load_natural(settings, device) if budget_setting(params.budget).natural_filters
+                               else None)
 
 
 def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile | None = None, victim=None
@@ -206,7 +216,8 @@ def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile
                      WordNetPartOfSpeech(tags, res.senses) if res.senses is not None else None,  # wordnet_pos
                      PartOfSpeech(tags, params.allow_verb_noun_swap),
                      None if params.min_context_cos is None else ContextSimilarity(res.context,
-                                                                                   params.min_context_cos, profile)],
+                                                                                   params.min_context_cos, profile),
+                     *natural_constraints(res.natural, profile)],
         search=Greedy(lambda: Importance(lambda original, i: original.delete(i)), lazy=params.lazy_similarity),
         profile=profile)
 
@@ -220,6 +231,7 @@ def describe(params: TextFoolerParams, res: TextFoolerResources) -> dict[str, An
         "stopwords": describe_stopwords(res.stopwords),
         "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None,
         "context_similarity": info_of(res.context, "context similarity") if res.context is not None else None,
+        "natural": describe_natural(res.natural),
     }
 
 

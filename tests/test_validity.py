@@ -66,16 +66,18 @@ def test_audit_rates_of_a_run():
         return ExampleResult(0, 1, original, perturbed, 1, 0, status)
 
     results = [result("a good movie", "a bad film"),  # antonym + synonym
-               result("a funny movie", "an amusing movie"),  # "a"->"an" unlisted, funny->amusing synonym
+               result("a funny movie", "an amusing movie"),  # funny->amusing synonym; "a"->"an" agrees, no swap
                result("loved it", "hated it", "failed"),  # not successful: not audited
                result("short", "a longer text")]  # not a word substitution
     out = audit(results, lex, source_lists=["alzantot"])
-    assert out.examples == 2 and out.swaps == 4 and out.not_word_swaps == 1
-    assert out.counts == {"synonym": 2, "antonym": 1, "inflection": 0, "unlisted": 1}
-    assert out.rates["synonym"] == 0.5 and out.rates["antonym"] == 0.25
+    assert out.examples == 2 and out.swaps == 3 and out.not_word_swaps == 1
+    assert out.counts == {"synonym": 2, "antonym": 1, "inflection": 0, "unlisted": 0}
+    assert out.rates["synonym"] == pytest.approx(2 / 3) and out.rates["antonym"] == pytest.approx(1 / 3)
     assert out.examples_with_antonym == 1 and out.antonym_example_rate == 0.5
-    assert out.resource_rates["alzantot"] == 0.25 and out.resource_rates["wordnet"] == 0.5  # good/bad, funny
-    assert out.independent_synonym_rate == 0.5  # swaps listed by ppdb or wordnet (not the source's alzantot)
+    assert out.resource_rates["alzantot"] == pytest.approx(1 / 3)
+    assert out.resource_rates["wordnet"] == pytest.approx(2 / 3)  # good/bad, funny/amusing
+    assert out.independent_synonym_rate == pytest.approx(2 / 3)  # listed by ppdb or wordnet (not the source's)
+    assert swaps("a funny movie", "an amusing movie") == [("funny", "amusing")]
     assert swaps("x [SEP] a b", "x [SEP] a c") == [("b", "c")]
     assert swap_classes(lex, "a good movie", "a bad film") == [("good", "bad", "antonym"), ("movie", "film",
                                                                                            "synonym")]
@@ -171,12 +173,15 @@ def test_budget_settings_in_one_place():
     ba = BertAttackParams()
     assert (ba.k, ba.max_modification_rate, ba.window, ba.filter_antonyms) == (50, 0.3, 15, True)
     assert (BertAttackParams(budget="paper").k, BertAttackParams(budget="paper").window) == (48, 0)
-    assert set(BUDGETS) == {"textdefender", "morris2020", "paper"}
+    assert set(BUDGETS) == {"textdefender", "morris2020", "natural", "paper"}
+    na = TextFoolerParams(budget="natural")  # Morris et al.'s thresholds, plus the natural filters
+    assert (na.min_cos, na.similarity_threshold, na.window, na.max_modification_rate) == (0.9, 0.98, 15, 1.0)
+    assert BUDGETS["natural"].natural_filters and not any(BUDGETS[n].natural_filters for n in BUDGETS if n != "natural")
     with pytest.raises(ValueError, match="budget must be one of"):
         TextFoolerParams(budget="loose")
     from robench.attacks.common import check_threshold
 
-    for params in (td, mo, paper, ba, BertAttackParams(budget="morris2020"), BertAttackParams(budget="paper")):
+    for params in (td, mo, na, paper, ba, BertAttackParams(budget="morris2020"), BertAttackParams(budget="paper")):
         check_threshold(params)  # every setting's sentence threshold maps to MiniLM
 
 

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 
 from robench.core.types import ExampleResult
 from robench.engine.resources.lexicon import SYNONYM_RESOURCES, Lexicon
-from robench.engine.words import FIELD_SEPARATOR, split_words
+from robench.engine.words import FIELD_SEPARATOR, is_article_agreement, split_words
 
 CLASSES = ("synonym", "antonym", "inflection", "unlisted")
 AUDIT_FORMAT = 2  # 2: inflection checked before synonym (module docstring)
@@ -48,12 +48,12 @@ def classify(lex: Lexicon, old: str, new: str) -> str:
 
 def swaps(original: str, perturbed: str) -> list[tuple[str, str]] | None:
     """The (old, new) words that differ, position by position, in the perturbed (last) text field; None when the
-    two do not have the same number of words (not a word substitution)."""
+    two do not have the same number of words (not a word substitution). An `a`/`an` made to agree is no swap."""
     a = split_words(original.split(FIELD_SEPARATOR)[-1])
     b = split_words(perturbed.split(FIELD_SEPARATOR)[-1])
     if len(a) != len(b):
         return None
-    return [(x, y) for x, y in zip(a, b) if x.lower() != y.lower()]
+    return [(x, y) for x, y in zip(a, b) if x.lower() != y.lower() and not is_article_agreement(x, y)]
 
 
 @dataclass

@@ -2,13 +2,14 @@
 
 A setting fixes the five knobs that decide what an attack may do, so that numbers under one setting compare:
 
-| knob | `textdefender` (default) | `morris2020` | `paper` |
+| knob | `textdefender` (default) | `morris2020` and `natural` | `paper` |
 |---|---|---|---|
 | `k`: candidates per word | 50 | 50 | the recipe's (TextFooler 50, BERT-Attack 48) |
 | `max_modification_rate`: share of words that may change | 0.3 | none (1.0) | the recipe's (BERT-Attack 0.4) |
 | `min_cos`: word cosine in the counter-fitted space | none | 0.9 | the recipe's (TextFooler 0.5) |
 | sentence similarity (paper scale) | angular 0.840845, 15-word windows | cosine 0.98, 15-word windows | recipe's |
 | query budget: victim queries per example | K x words | none | none |
+| the `natural` filters (`robench.engine.natural`) | no | `natural` only | no |
 
 * `textdefender`: Li, Yu et al., "Searching for an Effective Defender: Benchmarking Defense against Adversarial
   Word Substitution", EMNLP 2021 (RockyLzy/TextDefender, `args.py` and its attack builder): neighbour_vocab_size
@@ -24,6 +25,10 @@ A setting fixes the five knobs that decide what an attack may do, so that number
   (`SentenceEncoder.threshold_for("cosine", 0.98)`, docs/resources.md; Morris et al. used USE or BERT sentence
   embeddings); the word cosine is taken in robench's counter-fitted space (the synonym table's, not the
   unavailable counter-fitted PARAGRAM vectors); their LanguageTool grammar check is not available offline.
+* `natural`: Morris et al.'s thresholds plus filters for swaps a reader accepts (issue 43, docs/natural.md): no
+  swap inside a fixed phrase, name or title, the original's inflection and a/an agreement, the sense filter and
+  a grammar check (Harper in place of Morris et al.'s LanguageTool). Not the default: whether it becomes the
+  default is decided after the blind reading.
 * `paper`: each recipe's own paper values (robench's behaviour before the settings existed).
 
 An explicit attack parameter always wins over the setting's value (`--attack-param k=20`).
@@ -51,6 +56,7 @@ class BudgetSetting:
     window: int | None
     skip_shorter_than_window: bool | None
     queries_per_word: int | None  # query budget = this x the input's words; None: no budget
+    natural_filters: bool = False  # the filters of `robench.engine.natural` run too
 
     def values(self) -> dict[str, Any]:
         """The parameter values the setting fixes (recipe parameter name -> value)."""
@@ -69,8 +75,12 @@ MORRIS2020 = BudgetSetting("morris2020", "Morris et al., Findings of EMNLP 2020 
                            max_modification_rate=1.0, min_cos=0.9, similarity_metric="cosine",
                            similarity_threshold=0.98, window=15, skip_shorter_than_window=False,
                            queries_per_word=None)
+NATURAL = BudgetSetting("natural", "Morris et al. 2020's thresholds + robench's natural-text filters (issue 43)",
+                        k=50, max_modification_rate=1.0, min_cos=0.9, similarity_metric="cosine",
+                        similarity_threshold=0.98, window=15, skip_shorter_than_window=False, queries_per_word=None,
+                        natural_filters=True)
 PAPER = BudgetSetting("paper", "each recipe's own paper values", None, None, None, None, None, None, None, None)
-BUDGETS: dict[str, BudgetSetting] = {s.name: s for s in (TEXTDEFENDER, MORRIS2020, PAPER)}
+BUDGETS: dict[str, BudgetSetting] = {s.name: s for s in (TEXTDEFENDER, MORRIS2020, NATURAL, PAPER)}
 DEFAULT_BUDGET = "textdefender"
 
 

@@ -31,11 +31,19 @@ from robench.engine.words import Words
 @dataclass(frozen=True)
 class Swap:
     """A candidate: word `i` of the text replaced by `word`; `cos`: the word cosine the transformation found it
-    by (a synonym table's), None when it has none (a masked LM's candidates)."""
+    by (a synonym table's), None when it has none (a masked LM's candidates); `agreement`: other words the swap
+    changes to agree with it ((position, word): the `a`/`an` before it, `robench.engine.natural.Inflection`)."""
 
     i: int
     word: str
     cos: float | None = None
+    agreement: tuple[tuple[int, str], ...] = ()
+
+    def apply(self, words: Words) -> Words:
+        """`words` with this swap made (its agreement edits included)."""
+        for position, word in ((self.i, self.word), *self.agreement):
+            words = words.replace(position, word)
+        return words
 
 
 class IndexConstraint:

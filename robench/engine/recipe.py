@@ -117,7 +117,7 @@ class Composition:
                     if not swaps:
                         break
                     swaps = constraint.filter(current, original, swaps)
-                return [current.replace(i, s.word) for s in swaps]
+                return [s.apply(current) for s in swaps]
 
         search = WordSwapSearch(lambda words: [i for i in range(len(words.words)) if modifiable(words, i)],
                                 self.search.importance(), candidates, self.similarity, lazy=self.search.lazy,

@@ -48,6 +48,11 @@ def is_one_word(word: str) -> bool:
     return split_words(word) == [word]
 
 
+def is_article_agreement(a: str, b: str) -> bool:
+    """`a` and `b` are the indefinite article in its two forms ("a" -> "an"): an agreement edit, not a swap."""
+    return a != b and {a.lower(), b.lower()} == {"a", "an"}
+
+
 def recover_case(word: str, like: str) -> str:
     """`word` cased like `like`: lower, UPPER or Capitalised (as TextAttack's recover_word_case)."""
     if like.islower():
@@ -120,5 +125,6 @@ class Words:
         return "".join(parts)
 
     def diff(self, other: "Words") -> int:
-        """Word positions that differ (same length: word swaps only)."""
-        return sum(a != b for a, b in zip(self.words, other.words))
+        """Word positions that differ (same length: word swaps only); an `a`/`an` made to agree with the swapped
+        word after it is no changed word of its own."""
+        return sum(a != b and not is_article_agreement(a, b) for a, b in zip(self.words, other.words))

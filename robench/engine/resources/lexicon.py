@@ -147,6 +147,10 @@ class CachedWordNet:
         self._lemma_pos: dict[str, str] = morphology["lemma_pos"]  # lemma -> its parts of speech, e.g. "nv"
         self._settings = settings
 
+    def lemma_names(self) -> Iterable[str]:
+        """Every WordNet lemma, multi-word ones joined by "_" (NLTK's `all_lemma_names`)."""
+        return self._lemma_pos.keys()
+
     def _morphy(self, form: str, pos: str) -> list[str]:
         """The base forms of `form` as `pos` that WordNet lists: NLTK's `_morphy` (3.10.4), step for step."""
         exceptions = self._exceptions[pos]
