@@ -37,8 +37,9 @@ def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval
                "attack_success_rate": count["successful"] / attacked if attacked else None}
     from robench.report.identity import _attack_defaults, _model_defaults
 
+    attack_params = attack_params or {}  # the attack's resolved parameters under its budget setting, as a run records
     hyper = {"train": dataclasses.asdict(train), "model": {**(_model_defaults(model) or {}), **(model_params or {})},
-             "attack": {**(_attack_defaults(attack) or {}), **(attack_params or {})}}
+             "attack": {**(_attack_defaults(attack, attack_params.get("budget")) or {}), **attack_params}}
     rows = list(range(n))
     record = RunRecord(run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=hyper,
                        resources={"data": {"source": "local", "eval_examples": n,
@@ -74,6 +75,7 @@ def test_all_correct_setting_has_the_wilson_interval_of_its_examples(tmp_path):
 
 
 @pytest.mark.parametrize("change", [{"eval_size": 100}, {"attack_params": {"k": 20}},
+                                    {"attack_params": {"budget": "natural"}},
                                     {"model_params": {"im_gamma": 0.5}, "model": "imbert"},
                                     {"train": TrainConfig(lr=1e-4)}, {"eval_seed": 1}])
 def test_runs_differing_in_one_setting_are_two_settings(tmp_path, change):

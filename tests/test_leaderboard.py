@@ -33,6 +33,23 @@ def test_runs_differing_in_eval_size_or_an_attack_parameter_are_separate_rows(tm
     assert [table.loc[0, f"textfooler {label}.examples"] for label in labels] == [10, 20, 10]
 
 
+def test_the_field_s_setting_and_natural_are_separate_rows_and_columns(tmp_path):
+    """One attack under `textdefender` and under `natural` (issue 43): never merged, each named by its setting."""
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 10, seed=seed)
+        fake_run(runs, ["failed"] * 5 + ["successful"] * 5, seed=seed, attack_params={"budget": "natural"})
+    table, _, md = write_leaderboard(tmp_path)
+    settings = pd.read_csv(tmp_path / "settings.csv")
+    assert sorted(settings["setting"]) == ["budget=natural eval=200", "budget=textdefender eval=200"]
+    assert len(table) == 1
+    assert table.loc[0, "textfooler budget=textdefender eval=200.robust_accuracy_mean"] == 1.0
+    assert table.loc[0, "textfooler budget=natural eval=200.robust_accuracy_mean"] == 0.5
+    header = (tmp_path / "leaderboard.md").read_text().splitlines()[0]
+    assert "| textfooler budget=natural eval=200 | textfooler budget=textdefender eval=200 |" in header
+    assert "budget=natural" in (tmp_path / "settings.md").read_text()
+
+
 def test_all_correct_rows_have_the_wilson_interval_of_their_examples(tmp_path):
     for seed in (0, 1, 2):
         fake_run(tmp_path / "runs", ["failed"] * 30, seed=seed)
