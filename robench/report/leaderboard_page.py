@@ -563,13 +563,13 @@ def _attack_cell(row: BoardRow, variant, name: str, baseline: str | None, runs_d
     extra = []
     audit = row.validity.get(variant)
     if audit:
-        valid = audit.get("synonym", 0.0) + audit.get("inflection", 0.0)
+        listed = audit.get("synonym", 0.0) + audit.get("inflection", 0.0)
         antonym = audit.get("antonym")
         tip = ", ".join(f"{c} {_pct(audit[c])}%" for c in VALIDITY if c in audit)
         if "antonym_examples" in audit:
             tip += f"; examples with an antonym swap {_pct(audit['antonym_examples'])}%"
         warn = " warn" if antonym else ""
-        text = f"listed synonyms {_pct(valid, 0)}%" + (f" · ant. {_pct(antonym)}%" if antonym is not None else "")
+        text = f"listed synonyms {_pct(listed, 0)}%" + (f" · ant. {_pct(antonym)}%" if antonym is not None else "")
         tip = f"swaps (list membership, not validity): {tip}"
         extra.append(f'<span class="audit{warn}" title="{escape(tip)}">{escape(text)}</span>')
         details.append(tip)
