@@ -389,6 +389,12 @@ def test_bad_params_fail_before_training(settings, tiny_backbone):
                     device="cpu")
     with pytest.raises(RobenchError, match="unknown hyperparameter"):
         robench.run(tiny_spec(tiny_backbone, attack="textattack:pwws", attack_params={"kk": 3}), settings, device="cpu")
+    with pytest.raises(RobenchError, match="cannot run the natural setting.*textfooler, gradient-swap or bert-attack"):
+        robench.run(tiny_spec(tiny_backbone, attack="textattack:textfooler", attack_params={"budget": "natural"}),
+                    settings, device="cpu")
+    with pytest.raises(RobenchError, match="set its knobs directly"):
+        robench.run(tiny_spec(tiny_backbone, attack="textattack:pwws", attack_params={"budget": "morris2020"}),
+                    settings, device="cpu")
 
 
 @pytest.mark.integration

@@ -85,14 +85,30 @@ class TextAttackParams:
     # "huggingface": TextAttack as shipped, its HuggingFaceModelWrapper on the same model (pads every
     # batch to the tokenizer's maximum length, no robench cache or budget), for speed references only
     model_wrapper: str = "victim"
+    # robench's budget settings (robench.engine.budgets) are not applied to TextAttack's recipes: a value is refused
+    # with the reason (its knobs map to k, max_modification_rate, min_cos and similarity_threshold above; the
+    # `natural` setting's filters have no TextAttack counterpart)
+    budget: str | None = None
 
     def __post_init__(self) -> None:
+        if self.budget is not None:
+            raise ValueError(budget_refusal(self.budget))
         if self.model_wrapper not in ("victim", "huggingface"):
             raise ValueError(f"model_wrapper must be 'victim' or 'huggingface', got {self.model_wrapper!r}")
         for name in ("query_budget", "k"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
+
+
+def budget_refusal(budget: str) -> str:
+    """Why a textattack:* recipe does not take `budget` (the knobs that do map, or why `natural` cannot)."""
+    if budget == "natural":
+        return ("textattack:* recipes cannot run the natural setting: its fixed-phrase, inflection, sense and "
+                "Harper grammar filters are robench constraints with no TextAttack counterpart; use textfooler, "
+                "gradient-swap or bert-attack with budget=natural (docs/natural.md)")
+    return (f"textattack:* recipes take no budget setting ({budget!r}); set its knobs directly: k, "
+            "max_modification_rate, min_cos, similarity_threshold (robench.engine.budgets lists each setting's)")
 
 
 # --------------------------------------------------------------------------- the substitutes, loaded once
