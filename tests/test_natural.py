@@ -176,3 +176,21 @@ def test_harper_catch_rate_on_broken_and_ok_pairs():
     assert flagged == [flags for *_, flags in GRAMMAR_PAIRS]
     caught = Counter(broke for (*_, broke, _), hit in zip(GRAMMAR_PAIRS, flagged) if hit)
     assert caught == {True: 3}  # 3 of 5 broken swaps caught, none of the 5 sound ones rejected
+
+
+def test_natural_without_its_inputs_fails_before_training(settings, tiny_backbone, tmp_path):
+    import shutil
+
+    from conftest import tiny_spec
+
+    import robench
+    from robench.core.paths import resolve_settings
+
+    data = tmp_path / "data"
+    shutil.copytree(settings.data_dir, data, symlinks=True)
+    shutil.rmtree(data / "ag_news", ignore_errors=True)  # a collocation corpus is missing
+    bare = resolve_settings(data, tmp_path / "cache", tmp_path / "results")
+    with pytest.raises(robench.RobenchError, match="collocation corpus"):
+        robench.run(tiny_spec(tiny_backbone, attack="textfooler", attack_params={"budget": "natural"}), bare,
+                    device="cpu")
+    assert not bare.checkpoints_dir.exists()
