@@ -14,7 +14,8 @@ Three kinds, by what they look at:
 
 A recipe is a list of these (`robench.engine.recipe.Composition`); a constraint a setting leaves off is None in
 the list. A candidate is a `Swap`; the constraints run in the listed order, each on the survivors of the one
-before, so cheap ones go first.
+before, so cheap ones go first. The `natural` setting's filters (fixed phrases, inflection, grammar) are in
+`robench.engine.natural`.
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ the Penn Treebank tag the original word has in its sentence (NLTK's perceptron t
   out-of-vocabulary rules); None when the candidate has no lemma of the original's part of speech or that
   lemma has no form for the tag: such a candidate is dropped;
 * `article_for` / `swap_edits`: the swap as word edits, with an `a`/`an` right before it corrected;
-  `inflected_swap` applies them to a `Words` (the corrected article is a second changed word position).
+  `inflected_swap` applies them to a `Words` (the corrected article changes a second position; `Words.diff` does
+  not count it as a changed word). The `natural` setting runs this as `robench.engine.natural.Inflection`.
 
 Words whose tag is not inflected (determiners, prepositions, proper nouns, ...) are kept as given. The case of
 the original word is kept (`recover_case`).
