@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from test_attacks import fake_textfooler_resources, make_ctx, new_victim, tiny_model  # noqa: F401, F811 - the fixture
 
-from robench.engine.constraints import Swap
+from robench.engine.constraints import Constraint, Swap
 from robench.engine.inflection import inflect_like
 from robench.engine.natural import FixedPhrases, GrammarCheck, Inflection, NaturalFilters, natural_constraints
 from robench.engine.words import Words
@@ -87,6 +87,13 @@ class FakeLinter:
         return [type("Lint", (), {"lint_kind": k})() for k in kinds]
 
 
+class PassingSense(Constraint):
+    """A stand-in for the sense constraint that keeps every swap."""
+
+    def filter(self, current, original, swaps):
+        return swaps
+
+
 def test_grammar_check_rejects_swaps_that_add_lints_and_caches_windows():
     linter = FakeLinter()
     grammar = GrammarCheck(linter, window=5)
@@ -102,15 +109,11 @@ def test_grammar_check_rejects_swaps_that_add_lints_and_caches_windows():
 def test_natural_setting_runs_its_filters_in_textfooler(tiny_model, settings):  # noqa: F811 - the fixture
     from robench.attacks.textfooler import RECIPE, TextFoolerParams, describe
 
-    class Sense:
-        def filter(self, current, original, swaps):
-            return swaps
-
     penn = {"NOUN": "NN", "VERB": "VBZ", "ADJ": "JJ"}
     tagger = fake_textfooler_resources().tagger
     fixed = FixedPhrases(frozenset(), frozenset(), lambda w: set())
     natural = NaturalFilters(fixed, Inflection(lambda ws: [penn.get(t, "XX") for t in tagger.tag(list(ws))]),
-                             Sense(), GrammarCheck(FakeLinter()), {"grammar": "fake"})
+                             PassingSense(), GrammarCheck(FakeLinter()), {"grammar": "fake"})
     res = dataclasses.replace(fake_textfooler_resources(), natural=natural)
     params = TextFoolerParams(budget="natural", window=5, similarity_threshold=0.5, encoder_threshold=0.5)
     composition = RECIPE.compose(params, res)
@@ -194,3 +197,26 @@ def test_natural_without_its_inputs_fails_before_training(settings, tiny_backbon
         robench.run(tiny_spec(tiny_backbone, attack="textfooler", attack_params={"budget": "natural"}), bare,
                     device="cpu")
     assert not bare.checkpoints_dir.exists()
+
+
+def test_natural_setting_runs_its_filters_in_bert_attack(tiny_backbone, tiny_model, settings):  # noqa: F811
+    import torch
+    from robench.attacks.bert_attack import RECIPE, BertAttackParams, BertAttackResources, describe
+    from test_attacks import FakeEncoder
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    torch.manual_seed(0)
+    mlm = type("MLM", (), {"model": BertForMaskedLM.from_pretrained(tiny_backbone),
+                           "tokenizer": AutoTokenizer.from_pretrained(tiny_backbone), "info": {"name": "tiny MLM"}})()
+    natural = NaturalFilters(FixedPhrases(frozenset(), frozenset(), lambda w: set()),
+                             Inflection(lambda ws: ["NN"] * len(ws)), PassingSense(), GrammarCheck(FakeLinter()),
+                             {"grammar": "fake"})
+    params = BertAttackParams(budget="natural", k=8, concurrency=8, valid_synonyms=False, min_cos=-1.0,
+                              encoder_threshold=0.5)
+    res = BertAttackResources(frozenset({"a", "the", "and", "of", "it", "s", "is"}), mlm, FakeEncoder(),
+                              natural=natural)
+    assert RECIPE.compose(params, res).constraints[-4:] == natural_constraints(natural)[:3] + [
+        RECIPE.compose(params, res).constraints[-1]]
+    assert describe(params, res)["natural"] == {"grammar": "fake"}
+    results = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 8), params, res)
+    assert len(results) == 8 and not [r for r in results if r.status == "error"]
