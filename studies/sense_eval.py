@@ -20,6 +20,7 @@ The speed line times the chosen filter on one word with 40 candidates, as an att
 from __future__ import annotations
 
 import csv
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -105,17 +106,17 @@ def best_accuracy_threshold(scores: np.ndarray, kept: np.ndarray) -> float:
     return float(candidates[int(np.argmax([((scores >= t) == kept).mean() for t in candidates]))])
 
 
-def timed_batch(settings, rows: list[dict], n: int = 40, repeats: int = 5) -> float:
-    """Seconds per call of the chosen filter on one word with `n` candidates."""
+def timed_batch(settings, rows: list[dict], n: int = 40, repeats: int = 5) -> tuple[float, float]:
+    """Wall and CPU seconds (all threads) per call of the chosen filter on one word with `n` candidates."""
     constraint = sense_constraint(settings, "cpu")
     row = rows[0]
     words = as_words(row["sentence"])
     swaps = [Swap(int(row["position"]), rows[k % len(rows)]["candidate"]) for k in range(n)]
     constraint.filter(words, words, swaps)  # warm-up
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(repeats):
         constraint.filter(words, words, swaps)
-    return (time.perf_counter() - start) / repeats
+    return (time.perf_counter() - start) / repeats, (time.process_time() - cpu) / repeats
 
 
 def report(name: str, keep: np.ndarray, kept: np.ndarray, dev: np.ndarray) -> None:
@@ -151,8 +152,10 @@ def main() -> None:
         report(name, decide(), kept, dev)
     if chosen != SENSE_MIN_COS:
         print(f"note: robench.engine.sense.SENSE_MIN_COS is {SENSE_MIN_COS}, the rule chose {chosen}")
-    print(f"speed: {per_swap * 1000:.0f} ms per swap scored alone; "
-          f"{timed_batch(settings, rows) * 1000:.0f} ms per word with 40 candidates in one batch (CPU)")
+    wall, cpu = timed_batch(settings, rows)
+    print(f"speed (CPU, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): {per_swap * 1000:.0f} "
+          f"ms wall per swap scored alone; {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU per word with 40 "
+          "candidates in one batch")
 
 
 if __name__ == "__main__":
