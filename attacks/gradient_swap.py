@@ -61,6 +61,7 @@ from typing import Any, Callable, Generator, Literal
 import numpy as np
 from robench.attacks import textfooler
 
+from robench.classifier.victim import Text, Victim
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
 from robench.core.registry import ATTACKS
@@ -71,7 +72,6 @@ from robench.engine.metrics import budget_curve, masking_flags_of_run, textattac
 from robench.engine.recipe import Composition, Greedy, WordSwapRecipe
 from robench.engine.scheduler import Request
 from robench.engine.search import Importance
-from robench.engine.victim import Text, Victim
 from robench.engine.words import Words
 
 GRADIENTS = ("unrolled", "bpda")

@@ -75,6 +75,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from robench.classifier.victim import Victim
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
 from robench.core.registry import MODELS
@@ -86,7 +87,6 @@ from robench.engine.resources.synonyms import DEFAULT_SOURCE
 from robench.engine.scheduler import EngineConfig, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
 from robench.engine.substitution import GradientRanking, synonym_candidates
-from robench.engine.victim import Victim
 from robench.engine.words import Words
 
 WEIGHT = "robench_weight"  # the per-example loss weight a2t's adversarial epochs add to their features

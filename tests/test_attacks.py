@@ -16,12 +16,12 @@ import torch
 from conftest import tiny_spec
 
 import robench
+from robench.classifier.victim import QueryBudgetExceeded, QueryCounter, Victim
 from robench.core.registry import TASKS
 from robench.core.types import AttackContext, ExampleResult
 from robench.data.loading import load_split
 from robench.engine.scheduler import EngineConfig, Request, attack_examples
 from robench.engine.search import select_eager, select_lazy
-from robench.engine.victim import QueryBudgetExceeded, QueryCounter, Victim
 from robench.engine.words import Words, split_words
 from robench.runs.store import RunStore
 

@@ -125,7 +125,8 @@ def test_only_the_cli_uses_argparse():
 
 
 LAYERS: list[tuple[str, ...]] = [
-    ("robench.core",), ("robench.data",), ("robench.training", "robench.engine"), ("robench.models", "robench.attacks"),
+    ("robench.core",), ("robench.data",), ("robench.classifier",), ("robench.training", "robench.engine"),
+    ("robench.models", "robench.attacks"),
     ("robench.runs",), ("robench.report",), ("robench.grid", "robench.bench", "robench.analysis"), ("robench.cli",),
 ]
 

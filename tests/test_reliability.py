@@ -638,7 +638,7 @@ def test_leaderboard_page_never_links_outside(settings, tiny_backbone, tmp_path,
 @pytest.mark.parametrize("model_type, positions, pad, limit", [("bert", 512, 0, 512), ("roberta", 514, 1, 512),
                                                                 ("xlm-roberta", 514, 1, 512)])
 def test_position_limit_of_a_backbone_directory(tiny_backbone, tmp_path, model_type, positions, pad, limit):
-    from robench.training.backbones import resolve_backbone
+    from robench.classifier.backbone import resolve_backbone
 
     folder = tmp_path / model_type
     shutil.copytree(tiny_backbone, folder)

@@ -34,13 +34,13 @@ from robench.attacks.textattack.recipes import (
     load_resources,
 )
 
+from robench.classifier.victim import ModelFailure, QueryBudgetExceeded, QueryCounter
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.core.progress import AttackTally, progress_bar
 from robench.core.registry import ATTACKS
 from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
 from robench.data.loading import texts_of
-from robench.engine.victim import ModelFailure, QueryBudgetExceeded, QueryCounter
 
 log = logging.getLogger(__name__)
 

@@ -193,7 +193,7 @@ def warm_up(spec, settings, device: str, console: Console | None) -> None:
     (candidate table, encoder, tagger, MLM: each loader caches per process), the audit's lexicon and the
     textattack import."""
     from robench.attacks.textattack.compat import load_textattack
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.engine.resources.lexicon import lexicon
     from robench.runs.resolve import resolve_run
     from robench.runs.runner import train
@@ -208,7 +208,7 @@ def warm_up(spec, settings, device: str, console: Console | None) -> None:
 
 def attack(spec, settings, device: str, console: Console | None) -> Side:
     """Run `spec` (forced: a fresh attack), then time the raw pass over the inputs its victim evaluated."""
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.core.locks import file_lock
     from robench.engine import resources
     from robench.runs.resolve import resolve_run
@@ -336,7 +336,7 @@ def write(rows: list[list[str]], header: list[str], title: str, target: Path) ->
 def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Console | None) -> list[list[str]]:
     """Run the attacks one after the other; print the comparison and the profile, write them as CSV and Markdown;
     return the comparison's rows."""
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
 
     device = str(pick_device(options.device))
     runs = specs(options, "local" if settings.data_dir is not None else "hub", settings)

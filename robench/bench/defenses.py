@@ -261,13 +261,13 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     import torch
     from transformers import DataCollatorWithPadding
 
-    from robench.core.device import pick_device
+    from robench.classifier.backbone import load_tokenizer, resolve_backbone
+    from robench.classifier.device import pick_device
+    from robench.classifier.victim import Victim, defended
     from robench.core.registry import TASKS
     from robench.core.types import Objective
     from robench.data.loading import load_split, subset, texts_of
-    from robench.engine.victim import Victim, defended
     from robench.runs.estimate import leave_one_out
-    from robench.training.backbones import load_tokenizer, resolve_backbone
     from robench.training.defense import resolve_model
     from robench.training.loop import encode, train_step, training_context
 

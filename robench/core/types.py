@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # annotations only: importing core imports no torch
     from rich.console import Console
     from torch import nn
 
+    from robench.classifier.victim import Victim
     from robench.core.paths import Settings
-    from robench.engine.victim import Victim
     from robench.runs.spec import RunSpec
 
 Split = Literal["train", "eval"]

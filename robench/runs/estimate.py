@@ -41,7 +41,7 @@ SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profi
 CALIBRATION_FORMAT = 6  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
 # 6: keyed by the data's content
 CALIBRATION_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older calibration is measured again
-COST_SOURCES = ("robench/training", "robench/engine/victim.py", "models")  # code whose change changes the cost
+COST_SOURCES = ("robench/training", "robench/classifier/victim.py", "models")  # code whose change changes the cost
 log = logging.getLogger(__name__)
 CPU_HOUR_ADVICE = 3600.0
 Say = Callable[[str], None]  # hears progress lines (the CLI prints them on stderr)
@@ -229,8 +229,8 @@ def code_version() -> str:
 
 def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) -> Calibration:
     """Time model loading, `steps` optimisation steps (after one warm-up) and inference, on real examples."""
-    from robench.engine.victim import Victim, defended
-    from robench.training.backbones import load_tokenizer
+    from robench.classifier.backbone import load_tokenizer
+    from robench.classifier.victim import Victim, defended
     from robench.training.loop import encode, make_optimizer, train_step, training_context
 
     spec, task = run.spec, run.task

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from robench.classifier.backbone import Backbone, resolve_backbone
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.params import make_params
@@ -17,7 +18,6 @@ from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
 from robench.data.loading import load_split, subset_indices
 from robench.runs.spec import MAX_SEED, RunSpec
-from robench.training.backbones import Backbone, resolve_backbone
 from robench.training.defense import ComposedDefense, resolve_model
 from robench.training.given import checkpoint_label_order, parse_label_map
 

@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from robench.core.device import pick_device
+from robench.classifier.device import pick_device
+from robench.classifier.victim import BaseVictim, ModelFailure, accuracy
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.locks import file_lock
@@ -21,7 +22,6 @@ from robench.core.text import excerpt
 from robench.core.types import AttackContext, ExampleResult, Source, Task
 from robench.data.loading import load_split, subset_indices, texts_of
 from robench.engine.metrics import textattack_metrics
-from robench.engine.victim import BaseVictim, ModelFailure, accuracy
 from robench.engine.words import join_fields
 from robench.runs import chance
 from robench.runs.estimate import CostEstimate, estimate

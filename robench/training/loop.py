@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from rich.console import Console
 
-from robench.core.device import autocast
+from robench.classifier.backbone import load_tokenizer
+from robench.classifier.device import autocast
+from robench.classifier.victim import Victim, accuracy, defended
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.locks import file_lock
@@ -31,8 +33,6 @@ from robench.core.manifest import folder_manifest, folder_problem
 from robench.core.progress import progress_bar
 from robench.core.types import Objective, Task, TrainingContext
 from robench.data.loading import load_split, subset, texts_of
-from robench.engine.victim import Victim, accuracy, defended
-from robench.training.backbones import load_tokenizer
 from robench.training.config import TrainConfig
 
 if TYPE_CHECKING:  # the run layer hands its resolved run down; training never imports it
