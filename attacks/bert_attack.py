@@ -95,9 +95,8 @@ from robench.attacks.common import (
 
 from robench.core.params import bounded
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS
-from robench.core.types import Profile
 from robench.engine import resources
+from robench.engine.attack import ATTACKS, Profile
 from robench.engine.budgets import DEFAULT_BUDGET
 from robench.engine.constraints import (
     ContextTags,

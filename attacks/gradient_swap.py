@@ -64,9 +64,9 @@ from robench.attacks import textfooler
 from robench.classifier.victim import Text, Victim
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
-from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, ExampleResult, Profile
+from robench.core.types import ExampleResult
 from robench.data.loading import texts_of
+from robench.engine.attack import ATTACKS, AttackContext, AttackOutput, Profile
 from robench.engine.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
 from robench.engine.metrics import budget_curve, masking_flags_of_run, textattack_metrics
 from robench.engine.recipe import Composition, Greedy, WordSwapRecipe

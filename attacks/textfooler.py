@@ -108,9 +108,9 @@ from robench.attacks.common import (
 
 from robench.core.params import bounded
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS
-from robench.core.types import Profile, Task
+from robench.core.types import Task
 from robench.engine import resources
+from robench.engine.attack import ATTACKS, Profile
 from robench.engine.budgets import DEFAULT_BUDGET, USE_THRESHOLD
 from robench.engine.constraints import (
     ContextSimilarity,

@@ -72,11 +72,11 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, BertCon
 from robench.classifier.victim import BaseVictim, Text, Victim
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
-from robench.core.registry import MODELS
-from robench.core.types import Defense, Objective, TrainingContext
 from robench.engine import resources
 from robench.engine.resources.synonyms import DEFAULT_SOURCE
 from robench.engine.words import Words, recover_case
+from robench.training.defense import MODELS, Defense
+from robench.training.objective import Objective, TrainingContext
 
 SAFER_FIELDS = ("safer_k", "safer_min_cos", "safer_set_size", "safer_samples", "safer_cert_samples",
                 "safer_cert_alpha", "safer_seed", "safer_synonym_source")

@@ -237,7 +237,7 @@ def attack_seconds(protocol: Protocol, costs: Costs, dev: Dev) -> float:
 
 
 def _queries_per_word() -> tuple[float, float]:
-    from robench.core.registry import ATTACKS
+    from robench.engine.attack import ATTACKS
 
     return ATTACKS.get("textfooler").queries_per_word, ATTACKS.get("textattack:textfooler").queries_per_word
 

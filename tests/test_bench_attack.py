@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from robench.classifier.victim import QueryCounter, Victim
-from robench.core.types import Profile
+from robench.engine.attack import Profile
 
 
 class FakeClock:

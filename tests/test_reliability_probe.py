@@ -110,8 +110,8 @@ def test_a_model_that_fails_mid_run_writes_no_record_and_a_healthy_rerun_is_scor
 def test_a_model_failure_stops_the_attack_engine_instead_of_becoming_error_rows(settings):
     from robench.classifier.victim import CallableVictim, ModelFailure
     from robench.core.registry import TASKS
-    from robench.core.types import AttackContext
     from robench.data.loading import load_split
+    from robench.engine.attack import AttackContext
     from robench.engine.scheduler import EngineConfig, Outcome, Request, attack_examples
 
     calls = []
@@ -139,8 +139,8 @@ def test_a_model_failure_stops_the_attack_engine_instead_of_becoming_error_rows(
 
 def test_a_run_whose_every_example_errs_writes_no_record_and_errors_are_retried(settings, tiny_backbone,
                                                                                monkeypatch):
-    from robench.core.registry import ATTACKS
-    from robench.core.types import AttackOutput, ExampleResult
+    from robench.core.types import ExampleResult
+    from robench.engine.attack import ATTACKS, AttackOutput
 
     recipe, attacked = ATTACKS.get("advglue"), []
 

@@ -38,9 +38,9 @@ from robench.classifier.victim import ModelFailure, QueryBudgetExceeded, QueryCo
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.core.progress import AttackTally, progress_bar
-from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.core.types import ExampleResult, Task
 from robench.data.loading import texts_of
+from robench.engine.attack import ATTACKS, AttackContext, AttackOutput, AttackRecipe
 
 log = logging.getLogger(__name__)
 

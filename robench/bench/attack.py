@@ -30,7 +30,7 @@ batch size (`Victim.sorted_batches`, `inference_mode`, no cache or counting), th
 *fraction of the raw rate* is the attack's victim forwards per second over the raw rate at the load the attack
 ran under: (victim forward time / attack stage time, both timed inside the run) x (raw pass / the attack's
 batches, replayed). 100% would be an attack that does nothing but forward passes in perfectly sorted batches.
-A second table, the profile, splits robench's attack time (`robench.core.types.Profile`, timed by the engine
+A second table, the profile, splits robench's attack time (`robench.engine.attack.Profile`, timed by the engine
 and the recipe): victim forward, masked LM (BERT-Attack's candidates) and input gradients (gradient-swap), the
 two further model costs, reported apart; sentence encoder, POS tagging, candidate generation, the search's own
 bookkeeping, the victim's cache and counters, the engine loop, and what lies outside the engine (resources,
@@ -61,7 +61,7 @@ USE_THRESHOLD = 0.840845057  # TextFooler's USE threshold (angular), as in TextA
 ROBENCH, TEXTATTACK = "textfooler", "textattack:textfooler"
 STOCK = "textattack:textfooler (stock wrapper)"  # TextAttack as shipped: HuggingFaceModelWrapper, max-length padding
 RECIPES = ("textfooler", "bert-attack", "gradient-swap")  # robench recipes the bench profiles
-# The profile's rows: (label, parts of robench.core.types.Profile summed into it); model costs first.
+# The profile's rows: (label, parts of robench.engine.attack.Profile summed into it); model costs first.
 PROFILE_ROWS = (("victim forward", ("victim forward",)), ("masked LM (candidates)", ("mlm",)),
                 ("victim input gradients", ("victim gradient",)), ("sentence encoder", ("embed",)),
                 ("POS tagging", ("pos tagging",)), ("candidate generation", ("candidates",)),

@@ -20,7 +20,8 @@ import numpy as np
 
 from robench.classifier.victim import Text
 from robench.core.paths import Settings
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile
+from robench.core.types import ExampleResult
+from robench.engine.attack import AttackContext, AttackOutput, AttackRecipe, Profile
 from robench.engine.constraints import Constraint, IndexConstraint, Similarity, Swap
 from robench.engine.scheduler import EngineConfig, Request, Search, Service, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, UntargetedClassification, WordSwapSearch

@@ -47,8 +47,9 @@ import numpy as np
 
 from robench.classifier.victim import ModelFailure, QueryBudgetExceeded, QueryCounter, Text
 from robench.core.progress import AttackTally, progress_bar
-from robench.core.types import AttackContext, ExampleResult
+from robench.core.types import ExampleResult
 from robench.data.loading import texts_of
+from robench.engine.attack import AttackContext
 from robench.engine.words import count_words, join_fields
 
 

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from robench.core.errors import RobenchError
 from robench.core.params import BadValue
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS
+from robench.engine.attack import ATTACKS
 from robench.runs.presets import DEFAULT_PRESET, get_preset
 from robench.runs.spec import RunSpec, TrainConfig
 

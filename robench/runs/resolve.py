@@ -12,11 +12,12 @@ from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.params import make_params
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS, TASKS
-from robench.core.types import AttackRecipe, Task
+from robench.core.registry import TASKS
+from robench.core.types import Task
 from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
 from robench.data.loading import load_split, subset_indices
+from robench.engine.attack import ATTACKS, AttackRecipe
 from robench.runs.spec import MAX_SEED, RunSpec
 from robench.training.defense import ComposedDefense, resolve_model
 from robench.training.given import checkpoint_label_order, parse_label_map

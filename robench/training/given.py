@@ -151,7 +151,7 @@ def display_name(name: str, sha256: str) -> str:
 def register_architectures() -> None:
     """Import every registered defence (built-in and plugins), so that architectures such as IM-BERT register
     their config and model with transformers' Auto classes before a checkpoint is loaded."""
-    from robench.core.registry import MODELS
+    from robench.training.defense import MODELS
 
     for entry in MODELS.entries():
         entry.load()

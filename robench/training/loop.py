@@ -31,9 +31,10 @@ from robench.core.hashing import content_hash
 from robench.core.locks import file_lock
 from robench.core.manifest import folder_manifest, folder_problem
 from robench.core.progress import progress_bar
-from robench.core.types import Objective, Task, TrainingContext
+from robench.core.types import Task
 from robench.data.loading import load_split, subset, texts_of
 from robench.training.config import TrainConfig
+from robench.training.objective import Objective, TrainingContext
 
 if TYPE_CHECKING:  # the run layer hands its resolved run down; training never imports it
     from robench.runs.resolve import ResolvedRun

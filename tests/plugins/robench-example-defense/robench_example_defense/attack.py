@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from robench.core.params import bounded, check_fields
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe
+from robench.engine.attack import AttackContext, AttackOutput, AttackRecipe
 from robench.engine.scheduler import EngineConfig, attack_examples
 from robench.engine.search import Importance, WordSwapSearch
 from robench.engine.words import Words, is_one_word
