@@ -75,7 +75,7 @@ def print_analysis_plan(spec, settings, args, syntax) -> None:
     """`--dry-run`: the training plan (checkpoint cached or not, estimate) and where the record would go."""
     from robench.analysis import analysis_path
     from robench.analysis.records import AnalysisConfig
-    from robench.cli.core import print_plan
+    from robench.cli.runs import print_plan
 
     print_plan(spec, settings, args.device, attack=False, cost=not args.no_estimate)
     path = analysis_path(spec, AnalysisConfig(args.examples, args.shuffles, syntax=syntax), settings)

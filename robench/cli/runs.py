@@ -1,4 +1,4 @@
-"""`robench run`, `train`, `list`, `leaderboard` and `audit`."""
+"""`robench run`, `train`, `list`, `leaderboard` and `audit`: making runs, and reading the finished ones."""
 from __future__ import annotations
 
 import os
