@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from robench.analysis.metrics import effective_rank
+from robench.analysis.measures import effective_rank
 from robench.analysis.probes import RepresentationStats, deletion_importances, shuffle_effects, summarize_words
-from robench.analysis.records import CHUNK, AnalysisConfig, AnalysisRecord
+from robench.analysis.spec import CHUNK, AnalysisConfig, AnalysisRecord
 from robench.analysis.syntax import measure_syntax, require_inputs
 from robench.classifier.backbone import resolve_backbone
 from robench.classifier.device import pick_device
