@@ -317,5 +317,5 @@ RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations) that "
             "are valid synonyms, importance by [MASK], <=40% words, greedy; batched across examples",
     params=BertAttackParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
-    queries_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
+    query_cost_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
 ))

@@ -228,5 +228,5 @@ RECIPE = ATTACKS.register("textfooler")(WordSwapRecipe(
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
     params=TextFoolerParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
-    queries_per_word=4.8,  # 87.2 queries / 18.2 words per SST-2 input (docs/results.md, Attacks)
+    query_cost_per_word=4.8,  # 87.2 queries / 18.2 words per SST-2 input (docs/results.md, Attacks)
 ))

@@ -228,7 +228,7 @@ def attack_seconds(protocol: Protocol, costs: Costs, dev: Dev) -> float:
 
     victim = protocol.victim_train_size * protocol.victim_epochs / costs.train_rate["bert"] + \
         costs.job_overhead["bert"]
-    robench, textattack = _queries_per_word()
+    robench, textattack = _query_costs_per_word()
     calibrations = sum(4 * train_values(protocol)["batch_size"] / costs.train_rate[m] + costs.job_overhead[m]
                        for m in protocol.models)
     return (costs.process_start + costs.warm_up + victim + one(full, robench, ROBENCH_CPU_S_PER_EXAMPLE)
@@ -236,10 +236,10 @@ def attack_seconds(protocol: Protocol, costs: Costs, dev: Dev) -> float:
             + calibrations)
 
 
-def _queries_per_word() -> tuple[float, float]:
+def _query_costs_per_word() -> tuple[float, float]:
     from robench.engine.attack import ATTACKS
 
-    return ATTACKS.get("textfooler").queries_per_word, ATTACKS.get("textattack:textfooler").queries_per_word
+    return ATTACKS.get("textfooler").query_cost_per_word, ATTACKS.get("textattack:textfooler").query_cost_per_word
 
 
 def probe_seconds(protocol: Protocol, costs: Costs) -> float:

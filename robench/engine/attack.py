@@ -117,7 +117,7 @@ class AttackRecipe:
     params: type
     check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
     summarize: Callable[[list[ExampleResult], AttackContext, Any], dict[str, Any]] | None = None
-    queries_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example
+    query_cost_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example
     examples: Callable[[Task, Settings, Source], Any] | None = None
     data_files: tuple[str, ...] = ()
     word_swaps: bool = False  # swaps words in place: the runner adds the validity audit (robench.engine.audit)

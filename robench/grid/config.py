@@ -157,7 +157,7 @@ def _preset_eval_sizes(preset: Preset, attacks: tuple[str, ...]) -> dict[str, in
         return {"default": _size_key(preset.eval_size(False))}
     from robench.engine.attack import ATTACKS
 
-    return {a: _size_key(preset.eval_size(ATTACKS.get(a).queries_per_word > 0)) for a in attacks}
+    return {a: _size_key(preset.eval_size(ATTACKS.get(a).query_cost_per_word > 0)) for a in attacks}
 
 
 def _name(value: Any, where: str) -> str:

@@ -79,7 +79,7 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
         recipe = ATTACKS.get(spec.attack)
         attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
         recipe.check(task, attack_params, settings)
-        if recipe.queries_per_word and recipe.examples is None:
+        if recipe.query_cost_per_word and recipe.examples is None:
             check_attack_lengths(spec, task, settings)
     train_data = data_fingerprint(spec, task, settings)
     data = train_data  # the run's fingerprint adds the files the recipe reads itself (AdvGLUE's)

@@ -65,5 +65,5 @@ def _attack(ctx: AttackContext, params: TypoParams) -> AttackOutput:
 
 EXAMPLE_TYPO = AttackRecipe(
     name="example-typo", summary="Adjacent-character swaps, greedy (example plugin)", attack=_attack,
-    params=TypoParams, queries_per_word=2.0,
+    params=TypoParams, query_cost_per_word=2.0,
 )
