@@ -211,3 +211,22 @@ def test_no_module_outside_models_imports_a_defence():
     leaks = [f"{m} -> {d}" for m, deps in import_graph().items() if not m.startswith("robench.models")
              for d in deps if d.startswith("robench.models")]
     assert leaks == []  # e.g. BPDA is a hook the defence provides (`bpda_forward`), not an import of IM-BERT
+
+
+def test_the_protocols_lower_layers_type_with_match_what_the_run_layer_hands_down():
+    import dataclasses
+
+    from robench.engine.attack import AttackedRun
+    from robench.runs.resolve import ResolvedRun
+    from robench.runs.spec import RunSpec
+    from robench.training.loop import TrainingRun, TrainingSpec
+
+    def members(protocol: type) -> set[str]:
+        return {name for name, value in vars(protocol).items() if isinstance(value, property)}
+
+    def fields(cls: type) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)}
+
+    assert members(TrainingSpec) and members(TrainingSpec) <= fields(RunSpec)
+    assert members(AttackedRun) and members(AttackedRun) <= fields(RunSpec)
+    assert members(TrainingRun) and members(TrainingRun) <= fields(ResolvedRun)
