@@ -22,9 +22,9 @@ from typing import Any
 
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Source, Task
+from robench.core.types import ExampleResult, Source, Task
 from robench.data.loading import ADVGLUE_FILE, load_advglue, texts_of
+from robench.engine.attack import ATTACKS, AttackContext, AttackOutput, AttackRecipe
 from robench.engine.metrics import textattack_metrics
 from robench.engine.words import count_words, join_fields
 

@@ -96,9 +96,8 @@ from robench.attacks.common import (
 
 from robench.core.params import bounded
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS
-from robench.core.types import Profile
 from robench.engine import resources
+from robench.engine.attack import ATTACKS, Profile
 from robench.engine.budgets import DEFAULT_BUDGET, budget_setting
 from robench.engine.constraints import (
     ContextTags,
@@ -328,5 +327,5 @@ RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations) that "
             "are valid synonyms, importance by [MASK], <=40% words, greedy; batched across examples",
     params=BertAttackParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
-    queries_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
+    query_cost_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
 ))

@@ -61,17 +61,17 @@ from typing import Any, Callable, Generator, Literal
 import numpy as np
 from robench.attacks import textfooler
 
+from robench.classifier.victim import Text, Victim
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
-from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, ExampleResult, Profile
+from robench.core.types import ExampleResult
 from robench.data.loading import texts_of
+from robench.engine.attack import ATTACKS, AttackContext, AttackOutput, Profile
 from robench.engine.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
 from robench.engine.metrics import budget_curve, masking_flags_of_run, textattack_metrics
 from robench.engine.recipe import Composition, Greedy, WordSwapRecipe
 from robench.engine.scheduler import Request
 from robench.engine.search import Importance
-from robench.engine.victim import Text, Victim
 from robench.engine.words import Words
 
 GRADIENTS = ("unrolled", "bpda")
@@ -211,5 +211,5 @@ RECIPE = ATTACKS.register("gradient-swap")(GradientSwapRecipe(
             "unrolled solver, or gradient=bpda), first-order candidate ranking, textfooler's constraints",
     params=GradientSwapParams, check=textfooler.check, summarize=_summarize, load_resources=textfooler.load_resources,
     describe=describe, compose=compose, progress_label=lambda params: f"gradient-swap ({params.gradient})",
-    queries_per_word=2.6,  # 53.6 queries / 20.25 words per SST-2 input on bert (docs/adaptive.md)
+    query_cost_per_word=2.6,  # 53.6 queries / 20.25 words per SST-2 input on bert (docs/adaptive.md)
 ))

@@ -111,9 +111,9 @@ from robench.attacks.common import (
 
 from robench.core.params import bounded
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS
-from robench.core.types import Profile, Task
+from robench.core.types import Task
 from robench.engine import resources
+from robench.engine.attack import ATTACKS, Profile
 from robench.engine.budgets import DEFAULT_BUDGET, USE_THRESHOLD, budget_setting
 from robench.engine.constraints import (
     ContextSimilarity,
@@ -240,5 +240,5 @@ RECIPE = ATTACKS.register("textfooler")(WordSwapRecipe(
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
     params=TextFoolerParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
-    queries_per_word=4.8,  # 87.2 queries / 18.2 words per SST-2 input (docs/results.md, Attacks)
+    query_cost_per_word=4.8,  # 87.2 queries / 18.2 words per SST-2 input (docs/results.md, Attacks)
 ))

@@ -31,9 +31,9 @@ from typing import Any, Sequence
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.core.records import RunRecord, examples_path, read_examples, read_record, record_path, record_problem
-from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.core.types import ExampleResult, Task
 from robench.data.loading import load_split, split_rows, texts_of
+from robench.engine.attack import ATTACKS, AttackContext, AttackOutput, AttackRecipe
 from robench.engine.metrics import textattack_metrics
 from robench.engine.words import FIELD_SEPARATOR, split_words
 

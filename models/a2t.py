@@ -75,19 +75,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from robench.classifier.victim import Victim
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
-from robench.core.registry import MODELS
-from robench.core.types import AttackContext, Defense, Objective, TrainingContext
 from robench.engine import resources
+from robench.engine.attack import AttackContext
 from robench.engine.budgets import USE_THRESHOLD
 from robench.engine.gradients import GradientVictim
 from robench.engine.resources.synonyms import DEFAULT_SOURCE
 from robench.engine.scheduler import EngineConfig, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, Similarity, WordSwapSearch
 from robench.engine.substitution import GradientRanking, synonym_candidates
-from robench.engine.victim import Victim
 from robench.engine.words import Words
+from robench.training.defense import MODELS, Defense
+from robench.training.objective import Objective, TrainingContext
 
 WEIGHT = "robench_weight"  # the per-example loss weight a2t's adversarial epochs add to their features
 ATTACKS = ("a2t", "textfooler")  # the training attack: A2T's recipe, or TextFooler's search and constraints

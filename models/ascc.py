@@ -46,10 +46,10 @@ import torch
 import torch.nn.functional as F
 
 from robench.core.params import bounded
-from robench.core.registry import MODELS
-from robench.core.types import Defense, Objective, TrainingContext
 from robench.engine import resources
 from robench.engine.resources.synonyms import DEFAULT_SOURCE
+from robench.training.defense import MODELS, Defense
+from robench.training.objective import Objective, TrainingContext
 
 log = logging.getLogger(__name__)
 

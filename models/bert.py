@@ -7,7 +7,6 @@ representation, all weights fine-tuned with AdamW and linear warmup/decay
 max length 128). Deviation: the embedded default backbone is MiniLM-L6-H384,
 not BERT-base, and its pooler is the one shipped with that checkpoint.
 """
-from robench.core.registry import MODELS
-from robench.core.types import Defense
+from robench.training.defense import MODELS, Defense
 
 MODELS.register("bert")(Defense("bert", "Vanilla fine-tuning with cross-entropy (Devlin et al., 2019)"))

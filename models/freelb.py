@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import torch
 
 from robench.core.params import bounded
-from robench.core.registry import MODELS
-from robench.core.types import Defense, Objective
+from robench.training.defense import MODELS, Defense
+from robench.training.objective import Objective
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
-from robench.core.registry import MODELS
-from robench.core.types import Defense
+from robench.training.defense import MODELS, Defense
 
 SOLVERS = ("gd", "fixed_point")
 

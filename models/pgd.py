@@ -33,8 +33,8 @@ import torch
 from robench.models.freelb import initial_delta, project_l2
 
 from robench.core.params import bounded
-from robench.core.registry import MODELS
-from robench.core.types import Defense, Objective
+from robench.training.defense import MODELS, Defense
+from robench.training.objective import Objective
 
 NORMS = ("l2", "linf")
 

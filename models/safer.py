@@ -69,14 +69,14 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
+from robench.classifier.victim import BaseVictim, Text, Victim
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
-from robench.core.registry import MODELS
-from robench.core.types import Defense, Objective, TrainingContext
 from robench.engine import resources
 from robench.engine.resources.synonyms import DEFAULT_SOURCE
-from robench.engine.victim import BaseVictim, Text, Victim
 from robench.engine.words import Words, recover_case
+from robench.training.defense import MODELS, Defense
+from robench.training.objective import Objective, TrainingContext
 
 SAFER_FIELDS = ("safer_k", "safer_min_cos", "safer_set_size", "safer_samples", "safer_cert_samples",
                 "safer_cert_alpha", "safer_seed", "safer_synonym_source")
@@ -369,7 +369,7 @@ class SaferForSequenceClassification(BertForSequenceClassification):
         return SaferParams(**{k: v for k, v in self.config.safer.items() if k in SAFER_FIELDS})
 
     def robench_victim(self, victim: Victim, settings) -> SmoothedVictim:
-        """The hook `robench.engine.victim.defended` calls: the smoothed victim over this base classifier."""
+        """The hook `robench.classifier.victim.defended` calls: the smoothed victim over this base classifier."""
         if settings is None:
             raise RobenchError("a SAFER model predicts by a vote over synonym substitutions, which needs the "
                                "synonym table: load it with settings (robench.training.given.load_victim(..., "

@@ -53,8 +53,8 @@ import torch
 import torch.nn.functional as F
 
 from robench.core.params import bounded
-from robench.core.registry import MODELS
-from robench.core.types import Defense, Objective
+from robench.training.defense import MODELS, Defense
+from robench.training.objective import Objective
 
 
 @dataclass(frozen=True)

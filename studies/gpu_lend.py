@@ -228,7 +228,7 @@ def attack_seconds(protocol: Protocol, costs: Costs, dev: Dev) -> float:
 
     victim = protocol.victim_train_size * protocol.victim_epochs / costs.train_rate["bert"] + \
         costs.job_overhead["bert"]
-    robench, textattack = _queries_per_word()
+    robench, textattack = _query_costs_per_word()
     calibrations = sum(4 * train_values(protocol)["batch_size"] / costs.train_rate[m] + costs.job_overhead[m]
                        for m in protocol.models)
     return (costs.process_start + costs.warm_up + victim + one(full, robench, ROBENCH_CPU_S_PER_EXAMPLE)
@@ -236,10 +236,10 @@ def attack_seconds(protocol: Protocol, costs: Costs, dev: Dev) -> float:
             + calibrations)
 
 
-def _queries_per_word() -> tuple[float, float]:
-    from robench.core.registry import ATTACKS
+def _query_costs_per_word() -> tuple[float, float]:
+    from robench.engine.attack import ATTACKS
 
-    return ATTACKS.get("textfooler").queries_per_word, ATTACKS.get("textattack:textfooler").queries_per_word
+    return ATTACKS.get("textfooler").query_cost_per_word, ATTACKS.get("textattack:textfooler").query_cost_per_word
 
 
 def probe_seconds(protocol: Protocol, costs: Costs) -> float:
@@ -413,7 +413,7 @@ def attack_step(protocol: Protocol, paths: Paths, device: str) -> None:
     then robench beside TextAttack's on the subset (the most fragile last); tables go to `<out>/bench/`,
     measurements to `<out>/calibration.json`."""
     from robench.bench import attack as bench
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.core.paths import resolve_settings
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)
@@ -458,7 +458,7 @@ def attack_whole_split(protocol: Protocol, options, settings, device: str, targe
 
 def calibrate(protocol: Protocol, paths: Paths, settings, device: str) -> dict[str, dict[str, float]]:
     """`robench.runs.estimate.calibration` of each claim model at the claims' training values, on this device."""
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.data.loading import load_split, subset
     from robench.runs.estimate import calibration
     from robench.runs.resolve import resolve_run
@@ -488,12 +488,12 @@ def probe_worker(protocol: Protocol, paths: Paths, device: str, index: int, fold
     import torch
     from transformers import DataCollatorWithPadding
 
-    from robench.core.device import pick_device
+    from robench.classifier.backbone import load_tokenizer
+    from robench.classifier.device import pick_device
     from robench.core.files import atomic_write
     from robench.core.paths import resolve_settings
     from robench.data.loading import load_split, subset
     from robench.runs.resolve import resolve_run
-    from robench.training.backbones import load_tokenizer
     from robench.training.loop import encode, make_optimizer, train_step, training_context
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)

@@ -10,7 +10,7 @@ The device tool sends at most 64 MiB: the tracked files, the untracked files git
 * `wheels/`: the packages the H200 image lacks or has in another version (`WHEELS`, pinned, Python 3.12);
 * `minilm.tar.xz`: the embedded MiniLM backbone with its weights stored as float16 (upcast to float32 on load)
   and byte-split (the high and low bytes of each value apart, which xz compresses better), unpacked there into
-  a folder that `ROBENCH_MINILM_DIR` points at (robench/training/backbones.py);
+  a folder that `ROBENCH_MINILM_DIR` points at (robench/classifier/backbone.py);
 * `data.tar.xz`: the data files the steps read (`DATA_FILES`);
 * `pack.json`: what was packed, the steps it serves, the sizes and the backbone copy's measured difference.
 Only the probe and claims steps' needs fit (docs/gpu.md says what the attack step would need and why it does not).

@@ -29,12 +29,12 @@ import torch
 from sklearn.metrics import roc_auc_score
 from transformers import AutoModel
 
+from robench.classifier.backbone import load_tokenizer, resolve_backbone
 from robench.core.packed import runs_to_read
 from robench.core.paths import resolve_settings
 from robench.engine.resources import pos_tagger, synonym_table
 from robench.engine.resources.lexicon import lexicon
 from robench.engine.substitution import WordNetPos
-from robench.training.backbones import load_tokenizer, resolve_backbone
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu"
 HERE = EVIDENCE / "swap-reading"

@@ -30,7 +30,7 @@ def tiny_backbone(tmp_path_factory) -> Path:
     """A 2-layer, 32-wide randomly initialised BERT with the packaged MiniLM's uncased tokenizer."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from robench.training.backbones import resolve_backbone
+    from robench.classifier.backbone import resolve_backbone
 
     path = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm").location)
@@ -123,7 +123,7 @@ def _real_minilm_only_in_integration_tests(request, monkeypatch):
         return
     from transformers import PreTrainedModel
 
-    from robench.training.backbones import resolve_backbone
+    from robench.classifier.backbone import resolve_backbone
 
     packaged = Path(resolve_backbone("minilm").location).resolve()
     original = PreTrainedModel.from_pretrained.__func__

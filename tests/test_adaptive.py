@@ -10,12 +10,12 @@ from conftest import tiny_spec
 from test_attacks import fake_textfooler_resources, make_ctx, new_victim, tiny_model  # noqa: F401
 
 import robench
+from robench.classifier.victim import QueryCounter, Victim
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord
-from robench.core.registry import ATTACKS
 from robench.core.types import ExampleResult
+from robench.engine.attack import ATTACKS
 from robench.engine.gradients import GradientVictim, GradQuery, bpda, word_gradients
-from robench.engine.victim import QueryCounter, Victim
 from robench.report.worstcase import budget_curve, worst_case, worst_cases
 from robench.runs.store import RunStore
 

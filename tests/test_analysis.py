@@ -12,7 +12,7 @@ import pytest
 from conftest import tiny_spec
 
 from robench.analysis import AnalysisRecord, analysis_frame, analysis_path, analyze, read_analysis
-from robench.analysis.metrics import (
+from robench.analysis.measures import (
     LinearCKA,
     effective_rank,
     entropy,

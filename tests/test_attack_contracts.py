@@ -45,10 +45,11 @@ import robench
 import robench.runs.runner as runner
 from robench.core.paths import resolve_settings
 from robench.core.records import read_examples
-from robench.core.registry import ATTACKS, TASKS, Entry
-from robench.core.types import AttackContext, AttackOutput, ExampleResult
+from robench.core.registry import TASKS, Entry
+from robench.core.types import ExampleResult
 from robench.data.loading import load_split, texts_of
 from robench.engine import resources
+from robench.engine.attack import ATTACKS, AttackContext, AttackOutput
 from robench.engine.resources.mlm import MaskedLM
 from robench.engine.resources.nltk_data import Stopwords
 from robench.engine.words import FIELD_SEPARATOR, count_words, join_fields, split_words

@@ -16,12 +16,13 @@ import torch
 from conftest import tiny_spec
 
 import robench
+from robench.classifier.victim import QueryBudgetExceeded, QueryCounter, Victim
 from robench.core.registry import TASKS
-from robench.core.types import AttackContext, ExampleResult
+from robench.core.types import ExampleResult
 from robench.data.loading import load_split
+from robench.engine.attack import AttackContext
 from robench.engine.scheduler import EngineConfig, Request, attack_examples
 from robench.engine.search import select_eager, select_lazy
-from robench.engine.victim import QueryBudgetExceeded, QueryCounter, Victim
 from robench.engine.words import Words, split_words
 from robench.runs.store import RunStore
 
@@ -379,7 +380,7 @@ def test_recipes_return_the_description_of_the_resources_they_loaded(tiny_model,
     """`attack` loads its resources once and returns their description with the results: nothing is reloaded."""
     import robench.attacks.textfooler as textfooler
 
-    from robench.core.registry import ATTACKS
+    from robench.engine.attack import ATTACKS
 
     loaded = []
     monkeypatch.setattr(textfooler.RECIPE, "load_resources",

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from robench.core.types import Profile
-from robench.engine.victim import QueryCounter, Victim
+from robench.classifier.victim import QueryCounter, Victim
+from robench.engine.attack import Profile
 
 
 class FakeClock:
@@ -163,7 +163,7 @@ def test_bench_attack_profiles_the_other_recipes(attack, tmp_path, tiny_data, ti
 def test_the_batch_size_follows_the_device(tiny_backbone):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from robench.core.device import batch_size_for
+    from robench.classifier.device import batch_size_for
 
     assert batch_size_for("cpu") == 64 and batch_size_for(torch.device("cuda", 0)) == 512
     model = AutoModelForSequenceClassification.from_pretrained(tiny_backbone, num_labels=2)
@@ -186,7 +186,7 @@ def _brute_force(lengths: list[int], max_size: int, overhead: float) -> float:
 
 
 def test_cut_batches_is_the_least_padding_plus_overhead():
-    from robench.engine.victim import cut_batches
+    from robench.classifier.victim import cut_batches
 
     rng = np.random.default_rng(0)
     for _ in range(200):

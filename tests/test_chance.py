@@ -76,7 +76,7 @@ def test_a_board_where_every_checkpoint_trained_has_no_untrained_column(tmp_path
 
 
 def test_a_run_records_its_checks_and_its_summary_warns(settings):
-    from robench.cli.core import summary_table
+    from robench.cli.runs import summary_table
 
     def constant(inputs):
         return np.array([[0.0, 1.0]] * len(inputs))

@@ -197,7 +197,7 @@ def test_explicit_defaults_and_an_unused_eval_seed_give_the_default_run_id(setti
     so the two ways a seed could get two records of one setting give one run id instead."""
     from conftest import tiny_spec
 
-    from robench.core.registry import ATTACKS
+    from robench.engine.attack import ATTACKS
     from robench.runs.resolve import resolve_run
 
     def run_id(**overrides):

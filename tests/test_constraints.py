@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from robench.core.types import AttackOutput, Profile
+from robench.engine.attack import AttackOutput, Profile
 from robench.engine.constraints import (
     ContextSimilarity,
     ListedSynonym,

@@ -16,10 +16,8 @@ import torch
 
 from robench.core.errors import RobenchError
 from robench.core.params import Range
-from robench.core.registry import MODELS
-from robench.core.types import Defense
 from robench.training.config import TrainConfig
-from robench.training.defense import ComposedDefense
+from robench.training.defense import MODELS, ComposedDefense, Defense
 from robench.training.loop import make_optimizer, train_step
 
 PLUGIN = Path(__file__).parent / "plugins" / "robench-example-defense"

@@ -192,7 +192,7 @@ def test_imbert_checkpoint_round_trip_through_auto_classes(tiny_backbone, tmp_pa
 def test_tiny_run_with_imbert_records_its_hyperparameters(settings, tiny_backbone):
     import csv
 
-    from robench.engine.victim import accuracy
+    from robench.classifier.victim import accuracy
     from robench.training.given import load_victim
 
     spec = tiny_spec(tiny_backbone, model="imbert", model_params={"im_steps": 2})
@@ -240,7 +240,7 @@ def test_im_connection_residual_falls_on_real_minilm_layers():
     from robench.models.imbert import IMBertParams, build_imbert
     from transformers import AutoTokenizer
 
-    from robench.training.backbones import resolve_backbone
+    from robench.classifier.backbone import resolve_backbone
 
     location = resolve_backbone("minilm").location
     model = build_imbert(location, 2, IMBertParams(im_steps=0)).eval()

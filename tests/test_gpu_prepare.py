@@ -61,7 +61,7 @@ def test_the_float16_copy_packs_unpacks_and_loads_as_float32(tmp_path, tiny_back
     import torch
     from transformers import AutoModel
 
-    from robench.training.backbones import resolve_backbone
+    from robench.classifier.backbone import resolve_backbone
 
     prepare = _module()
     gpu, folder = tmp_path / "gpu", tmp_path / "build" / "minilm"
@@ -97,8 +97,8 @@ def test_the_float16_copy_packs_unpacks_and_loads_as_float32(tmp_path, tiny_back
 
 
 def test_a_minilm_dir_without_its_copy_description_is_refused(tmp_path, tiny_backbone, monkeypatch):
+    from robench.classifier.backbone import resolve_backbone
     from robench.core.errors import RobenchError
-    from robench.training.backbones import resolve_backbone
 
     monkeypatch.setenv("ROBENCH_MINILM_DIR", str(tiny_backbone))
     with pytest.raises(RobenchError, match="no readable robench-copy.json"):

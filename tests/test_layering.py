@@ -1,11 +1,13 @@
-"""The import graph inside robench is acyclic and runs one way, counting imports inside functions too.
+"""The import graph inside robench is acyclic and runs one way, counting imports inside functions and under
+`if TYPE_CHECKING:` too (an annotation that names a higher layer is an upward dependency all the same).
 
 The layers, lowest first (a module may import its own layer and the ones below, never above):
-core <- data <- training, engine <- the defences (`models/`) and recipes (`attacks/`) <- runs <- report
-<- grid, bench, analysis <- cli <- the `robench` package itself (the public API).
+core <- data <- classifier <- training, engine <- the defences (`models/`) and recipes (`attacks/`) <- runs
+<- report <- grid, bench, analysis <- cli <- the `robench` package itself (the public API).
 
-Only `if TYPE_CHECKING:` imports are exempt (they never run). `attacks/` and `models/`
-are walked as `robench.attacks` and `robench.models`, the names they install under.
+Two packages of one layer (training and engine; grid, bench and analysis) may not import each other both ways:
+the graph of packages (the first two dotted parts, `robench.engine`) has no cycle either. `attacks/` and
+`models/` are walked as `robench.attacks` and `robench.models`, the names they install under.
 """
 from __future__ import annotations
 
@@ -30,13 +32,14 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
+def _is_type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> set[str]:
+def _imports(tree: ast.AST, module: str, is_package: bool, known: set[str], type_checking: bool = True) -> set[str]:
+    """What `module` imports, inside functions too; `type_checking` False leaves `if TYPE_CHECKING:` blocks out."""
     found: set[str] = set()
 
     def resolve(name: str) -> str | None:
@@ -45,7 +48,7 @@ def _imports(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> s
         return name or None
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if not type_checking and _is_type_checking(node):
             for child in node.orelse:
                 visit(child)
             return
@@ -72,13 +75,14 @@ def _imports(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> s
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(type_checking: bool = True) -> dict[str, set[str]]:
+    """Module -> the robench modules it imports; `type_checking` False: only the imports that run."""
     modules = _modules()
     known = set(modules)
     graph = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        graph[name] = _imports(tree, name, path.name == "__init__.py", known)
+        graph[name] = _imports(tree, name, path.name == "__init__.py", known, type_checking)
     return graph
 
 
@@ -104,14 +108,53 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycles():
-    cycle = find_cycle(import_graph())
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto packages (the first two dotted parts: `robench.engine.victim` ->
+    `robench.engine`); imports inside one package drop out."""
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        out.setdefault(package(module), set()).update(package(d) for d in deps)
+    for name, deps in out.items():
+        deps.discard(name)
+    return out
+
+
+def test_no_import_cycles():  # between modules, the imports that run (an annotation may name a sibling)
+    cycle = find_cycle(import_graph(type_checking=False))
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_package_cycles():
+    cycle = find_cycle(package_graph(import_graph()))
+    assert cycle is None, "package cycle: " + " -> ".join(cycle)
 
 
 def test_cycle_finder_finds_a_planted_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_package_cycle_finder_finds_a_cycle_of_modules_that_are_not_one():
+    graph = {"robench.engine.resources.mlm": {"robench.training.backbones"}, "robench.training.backbones": set(),
+             "robench.training.loop": {"robench.engine.victim"}, "robench.engine.victim": set()}
+    assert find_cycle(graph) is None
+    assert find_cycle(package_graph(graph)) == ["robench.engine", "robench.training", "robench.engine"]
+
+
+def test_type_checking_and_function_imports_count():
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from robench.runs.spec import RunSpec\n"
+              "def f():\n    from robench.engine import victim\n")
+    known = {"robench.core.types", "robench.runs.spec", "robench.engine", "robench.engine.victim"}
+    assert _imports(ast.parse(source), "robench.core.types", False, known) == \
+        {"robench.runs.spec", "robench.engine.victim"}
+    assert _imports(ast.parse(source), "robench.core.types", False, known, type_checking=False) == \
+        {"robench.engine.victim"}
+    graph = {"robench.core.types": _imports(ast.parse(source), "robench.core.types", False, known)}
+    assert upward_imports(graph) == ["robench.core.types -> robench.engine.victim",
+                                     "robench.core.types -> robench.runs.spec"]
 
 
 def test_only_the_cli_uses_argparse():
@@ -125,7 +168,8 @@ def test_only_the_cli_uses_argparse():
 
 
 LAYERS: list[tuple[str, ...]] = [
-    ("robench.core",), ("robench.data",), ("robench.training", "robench.engine"), ("robench.models", "robench.attacks"),
+    ("robench.core",), ("robench.data",), ("robench.classifier",), ("robench.training", "robench.engine"),
+    ("robench.models", "robench.attacks"),
     ("robench.runs",), ("robench.report",), ("robench.grid", "robench.bench", "robench.analysis"), ("robench.cli",),
 ]
 
@@ -150,9 +194,39 @@ def test_imports_run_downwards_only():
 def test_direction_check_finds_a_planted_upward_import():
     assert upward_imports({"robench.core.types": {"robench.runs.spec"}, "robench.cli": {"robench.core"}}) == \
         ["robench.core.types -> robench.runs.spec"]
+    assert upward_imports({"robench.classifier.victim": {"robench.engine.attack"}}) == \
+        ["robench.classifier.victim -> robench.engine.attack"]
+
+
+def test_core_imports_no_torch():
+    heavy = {"torch", "transformers"}
+    users = [name for name, path in _modules().items() if name.startswith("robench.core") and
+             heavy & {a.split(".")[0] for n in ast.walk(ast.parse(path.read_text()))
+                      for a in ([x.name for x in n.names] if isinstance(n, ast.Import) else
+                                [n.module or ""] if isinstance(n, ast.ImportFrom) else [])}]
+    assert users == []
 
 
 def test_no_module_outside_models_imports_a_defence():
     leaks = [f"{m} -> {d}" for m, deps in import_graph().items() if not m.startswith("robench.models")
              for d in deps if d.startswith("robench.models")]
     assert leaks == []  # e.g. BPDA is a hook the defence provides (`bpda_forward`), not an import of IM-BERT
+
+
+def test_the_protocols_lower_layers_type_with_match_what_the_run_layer_hands_down():
+    import dataclasses
+
+    from robench.engine.attack import AttackedRun
+    from robench.runs.resolve import ResolvedRun
+    from robench.runs.spec import RunSpec
+    from robench.training.loop import TrainingRun, TrainingSpec
+
+    def members(protocol: type) -> set[str]:
+        return {name for name, value in vars(protocol).items() if isinstance(value, property)}
+
+    def fields(cls: type) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)}
+
+    assert members(TrainingSpec) and members(TrainingSpec) <= fields(RunSpec)
+    assert members(AttackedRun) and members(AttackedRun) <= fields(RunSpec)
+    assert members(TrainingRun) and members(TrainingRun) <= fields(ResolvedRun)

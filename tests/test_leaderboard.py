@@ -192,7 +192,7 @@ def test_analyses_of_two_model_settings_are_not_merged(tmp_path):
     from dataclasses import asdict
 
     from robench.analysis import analysis_frame
-    from robench.analysis.records import AnalysisRecord
+    from robench.analysis.spec import AnalysisRecord
     from robench.core.files import atomic_write
 
     for i, layers in enumerate(([0], [1, 2])):

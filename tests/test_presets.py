@@ -108,12 +108,12 @@ def test_dry_run_trains_nothing_and_writes_nothing_but_its_calibration(capsys, s
 
 
 def test_the_estimate_line_comes_before_the_first_training_step(capsys, settings, base, monkeypatch):
-    import robench.cli.core as core
+    import robench.cli.runs as run_commands
     import robench.training.loop as training
 
     events = []
-    say = core.say_estimate
-    monkeypatch.setattr(core, "say_estimate", lambda estimate: (events.append("estimate"), say(estimate)))
+    say = run_commands.say_estimate
+    monkeypatch.setattr(run_commands, "say_estimate", lambda estimate: (events.append("estimate"), say(estimate)))
     loop = training._train_loop
     monkeypatch.setattr(training, "_train_loop", lambda *a, **k: (events.append("train"), loop(*a, **k))[1])
     assert main(["train", *base, "--epochs", "1"]) == 0

@@ -1,7 +1,9 @@
 import pytest
 
 from robench.core.errors import RobenchError
-from robench.core.registry import ATTACKS, MODELS, TASKS, Registry
+from robench.core.registry import TASKS, Registry
+from robench.engine.attack import ATTACKS
+from robench.training.defense import MODELS
 
 
 def test_builtins_are_registered_with_source():
@@ -92,7 +94,9 @@ def test_looking_up_names_and_parsing_arguments_import_no_torch():
 
     code = """
 import sys
-from robench.core.registry import ATTACKS, MODELS, TASKS
+from robench.engine.attack import ATTACKS
+from robench.training.defense import MODELS
+from robench.core.registry import TASKS
 assert "imbert" in MODELS and "textfooler" in ATTACKS.names() and MODELS.get("bert").name == "bert"
 TASKS.get("sst2")
 try:

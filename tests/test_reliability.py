@@ -181,7 +181,8 @@ def test_bad_values_fail_before_any_work(capsys, base, settings, args, message):
 
 def test_every_registered_default_passes_the_checks():
     from robench.core.params import check_fields
-    from robench.core.registry import ATTACKS, MODELS
+    from robench.engine.attack import ATTACKS
+    from robench.training.defense import MODELS
 
     for name in MODELS.names():
         check_fields(MODELS.get(name).params())
@@ -204,7 +205,7 @@ def test_train_config_validates_itself():
 
 
 def test_nan_loss_stops_training_and_saves_nothing(settings, tiny_backbone, monkeypatch):
-    from robench.core.types import Objective
+    from robench.training.objective import Objective
 
     calls = []
 
@@ -638,7 +639,7 @@ def test_leaderboard_page_never_links_outside(settings, tiny_backbone, tmp_path,
 @pytest.mark.parametrize("model_type, positions, pad, limit", [("bert", 512, 0, 512), ("roberta", 514, 1, 512),
                                                                 ("xlm-roberta", 514, 1, 512)])
 def test_position_limit_of_a_backbone_directory(tiny_backbone, tmp_path, model_type, positions, pad, limit):
-    from robench.training.backbones import resolve_backbone
+    from robench.classifier.backbone import resolve_backbone
 
     folder = tmp_path / model_type
     shutil.copytree(tiny_backbone, folder)

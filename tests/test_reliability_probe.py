@@ -77,7 +77,7 @@ def test_non_finite_logits_from_a_function_are_an_error_not_a_score(settings, va
 def test_non_finite_logits_of_a_hugging_face_model_are_an_error(tiny_backbone):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from robench.engine.victim import ModelFailure, Victim
+    from robench.classifier.victim import ModelFailure, Victim
 
     model = AutoModelForSequenceClassification.from_pretrained(tiny_backbone, num_labels=2)
     model.classifier.register_forward_hook(lambda module, args, out: out * float("nan"))
@@ -108,11 +108,11 @@ def test_a_model_that_fails_mid_run_writes_no_record_and_a_healthy_rerun_is_scor
 
 
 def test_a_model_failure_stops_the_attack_engine_instead_of_becoming_error_rows(settings):
+    from robench.classifier.victim import CallableVictim, ModelFailure
     from robench.core.registry import TASKS
-    from robench.core.types import AttackContext
     from robench.data.loading import load_split
+    from robench.engine.attack import AttackContext
     from robench.engine.scheduler import EngineConfig, Outcome, Request, attack_examples
-    from robench.engine.victim import CallableVictim, ModelFailure
 
     calls = []
 
@@ -139,8 +139,8 @@ def test_a_model_failure_stops_the_attack_engine_instead_of_becoming_error_rows(
 
 def test_a_run_whose_every_example_errs_writes_no_record_and_errors_are_retried(settings, tiny_backbone,
                                                                                monkeypatch):
-    from robench.core.registry import ATTACKS
-    from robench.core.types import AttackOutput, ExampleResult
+    from robench.core.types import ExampleResult
+    from robench.engine.attack import ATTACKS, AttackOutput
 
     recipe, attacked = ATTACKS.get("advglue"), []
 
@@ -381,7 +381,7 @@ def test_an_invalid_cached_calibration_is_not_used(tmp_path, damage):
 
 
 def test_a_dry_run_with_an_invalid_cached_estimate_measures_again(capsys, base, settings, tiny_backbone, caplog):
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.runs.estimate import _cache_path
     from robench.runs.spec import TrainConfig
 

@@ -453,7 +453,7 @@ def _calibration(settings, tmp_path, backbone):
 
 
 def _analysis_id(settings, tmp_path, backbone):
-    from robench.analysis.records import AnalysisConfig, analysis_id
+    from robench.analysis.spec import AnalysisConfig, analysis_id
 
     def served():
         run = _resolved(settings, backbone)

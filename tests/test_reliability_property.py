@@ -21,8 +21,9 @@ import robench.runs.runner
 from robench.cli import main
 from robench.core.params import check_values
 from robench.core.records import RunRecord
-from robench.core.registry import ATTACKS, MODELS
+from robench.engine.attack import ATTACKS
 from robench.runs.spec import TrainConfig
+from robench.training.defense import MODELS
 
 FLAGS = ("--seed", "--eval-seed", "--train-size", "--eval-size", "--epochs", "--lr", "--batch-size", "--max-length")
 NUMBERS = st.one_of(

@@ -260,8 +260,8 @@ def test_cli_resources_list(settings, capsys):
 
 
 def test_resources_list_shows_every_location_in_full(settings, capsys, monkeypatch):
+    from robench.classifier.backbone import resolve_backbone
     from robench.cli import main
-    from robench.training.backbones import resolve_backbone
 
     described = resources.describe_all(settings)
     assert all(info.get("location") for info in described.values()), described

@@ -43,7 +43,7 @@ def test_show_piped_at_80_columns_wraps_at_words_and_marks_edits(capsys, setting
 
 def test_titles_name_a_checkpoint_as_its_record_does(settings):
     from robench.cli.common import run_title
-    from robench.cli.core import summary_table
+    from robench.cli.runs import summary_table
 
     spec = {"task": "sst2", "model": "checkpoint:mymodel@b8ab3e18", "attack": "advglue", "seed": 0,
             "backbone": "bert", "checkpoint": {"kind": "checkpoint", "location": "/x/mymodel", "sha256": "b8ab3e18"}}

@@ -135,7 +135,7 @@ def test_probe_distances_are_squared_norms_of_mapped_differences():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from robench.training.backbones import load_tokenizer, resolve_backbone
+    from robench.classifier.backbone import load_tokenizer, resolve_backbone
 
     return load_tokenizer(resolve_backbone("minilm").location)
 

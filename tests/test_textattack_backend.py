@@ -41,7 +41,7 @@ OFFLINE_IMPORT = textwrap.dedent("""
         raise AssertionError("network access attempted")
     socket.socket.connect = no_network
     socket.create_connection = no_network
-    from robench.core.registry import ATTACKS
+    from robench.engine.attack import ATTACKS
     assert "textattack:textfooler" in ATTACKS.names("textattack:*")
     assert "textattack" not in sys.modules, "registering the recipes must not import textattack"
     from robench.attacks.textattack.compat import load_textattack, offline_nltk
@@ -237,7 +237,8 @@ def test_check_refuses_other_textattack_versions(settings, monkeypatch):
     from robench.attacks.textattack import compat
     from robench.attacks.textattack.recipes import TextAttackParams
 
-    from robench.core.registry import ATTACKS, TASKS
+    from robench.core.registry import TASKS
+    from robench.engine.attack import ATTACKS
 
     recipe, task = ATTACKS.get("textattack:pruthi"), TASKS.get("sst2")
     recipe.check(task, TextAttackParams(), settings)  # the installed version is the supported one

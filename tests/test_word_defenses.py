@@ -281,7 +281,7 @@ def _toy_classifier(texts):
 def _smoothed(cap: int, samples: int = 400, cert_samples: int = 4000):
     from robench.models.safer import PerturbationSets, SaferParams, SmoothedVictim
 
-    from robench.engine.victim import CallableVictim
+    from robench.classifier.victim import CallableVictim
 
     sets = PerturbationSets(_toy_table(), k=2, min_cos=0.5, cap=cap)
     params = SaferParams(safer_samples=samples, safer_cert_samples=cert_samples)
@@ -332,7 +332,7 @@ def test_safer_certificate_holds_on_a_toy_model_by_enumeration(cap):
 def test_safer_vote_is_fixed_per_query_and_every_inner_forward_is_counted():
     import numpy as np
 
-    from robench.engine.victim import QueryCounter
+    from robench.classifier.victim import QueryCounter
 
     victim, sets = _smoothed(cap=2, samples=200)
     counter = QueryCounter()
@@ -388,7 +388,7 @@ def test_safer_checkpoint_round_trip_and_its_victim(tiny_backbone, tmp_path, set
     from robench.models import safer
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from robench.engine.victim import Victim, defended
+    from robench.classifier.victim import Victim, defended
     from robench.training.given import load_victim, register_architectures
 
     table = _toy_table()

@@ -34,13 +34,13 @@ from robench.attacks.textattack.recipes import (
     load_resources,
 )
 
+from robench.classifier.victim import ModelFailure, QueryBudgetExceeded, QueryCounter
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.core.progress import AttackTally, progress_bar
-from robench.core.registry import ATTACKS
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Task
+from robench.core.types import ExampleResult, Task
 from robench.data.loading import texts_of
-from robench.engine.victim import ModelFailure, QueryBudgetExceeded, QueryCounter
+from robench.engine.attack import ATTACKS, AttackContext, AttackOutput, AttackRecipe
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _entry(spec: TextAttackSpec) -> AttackRecipe:
         summary=f"TextAttack {SUPPORTED_VERSION} {spec.recipe} ({spec.paper}) on offline resources; reference backend",
         attack=functools.partial(attack, spec), params=TextAttackParams, check=functools.partial(check, spec),
         word_swaps=bool(spec.needs & {"embedding", "mlm", "wordnet"}),
-        queries_per_word=4.4,  # textattack:textfooler: 80.0 queries / 18.2 words (docs/results.md); a rough
+        query_cost_per_word=4.4,  # textattack:textfooler: 80.0 queries / 18.2 words (docs/results.md); a rough
         # figure for the other recipes, whose search costs differ
     )
 

@@ -32,8 +32,8 @@ from textattack.shared import WordEmbedding
 from textattack.shared.utils import words_from_text
 from textattack.transformations import WordSwapHomoglyphSwap
 
+from robench.classifier.victim import QueryCounter, Victim
 from robench.core.errors import RobenchError
-from robench.engine.victim import QueryCounter, Victim
 
 
 class VictimModelWrapper(ModelWrapper):

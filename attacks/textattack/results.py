@@ -1,8 +1,8 @@
 """TextAttack's AttackResults as robench ExampleResults (one row of the per-example CSV)."""
 from __future__ import annotations
 
+from robench.classifier.victim import Text
 from robench.core.types import ExampleResult, Status
-from robench.engine.victim import Text
 from robench.engine.words import count_words, join_fields
 
 

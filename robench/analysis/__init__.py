@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from robench.analysis.records import AnalysisConfig, AnalysisRecord, analysis_id
+from robench.analysis.spec import AnalysisConfig, AnalysisRecord, analysis_id
 from robench.analysis.syntax_config import SyntaxConfig
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write

@@ -105,7 +105,7 @@ def _backbone_parts(backbone: str):
     """(resolved backbone, tokenizer, pre-trained encoder) of `backbone`."""
     from transformers import AutoModel
 
-    from robench.training.backbones import load_tokenizer, resolve_backbone
+    from robench.classifier.backbone import load_tokenizer, resolve_backbone
 
     resolved = resolve_backbone(backbone)
     try:

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from robench.analysis.metrics import LinearCKA, entropy, gini, mean_pairwise_cosine, top_k_share
+from robench.analysis.measures import LinearCKA, entropy, gini, mean_pairwise_cosine, top_k_share
 
 Text = tuple[str, ...]
 PredictProba = Callable[[Sequence[Text]], np.ndarray]

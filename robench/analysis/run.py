@@ -8,21 +8,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from robench.analysis.metrics import effective_rank
+from robench.analysis.measures import effective_rank
 from robench.analysis.probes import RepresentationStats, deletion_importances, shuffle_effects, summarize_words
-from robench.analysis.records import CHUNK, AnalysisConfig, AnalysisRecord
+from robench.analysis.spec import CHUNK, AnalysisConfig, AnalysisRecord
 from robench.analysis.syntax import measure_syntax, require_inputs
-from robench.core.device import pick_device
+from robench.classifier.backbone import resolve_backbone
+from robench.classifier.device import pick_device
+from robench.classifier.victim import Victim
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.core.progress import progress_bar
 from robench.data.loading import load_split, subset, texts_of
-from robench.engine.victim import Victim
 from robench.runs.resolve import resolve_run, resolve_task
 from robench.runs.runner import train
 from robench.runs.spec import RunSpec
 from robench.runs.store import git_commit, now, package_versions
-from robench.training.backbones import resolve_backbone
 from robench.training.given import load_victim
 
 

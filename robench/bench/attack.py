@@ -30,7 +30,7 @@ batch size (`Victim.sorted_batches`, `inference_mode`, no cache or counting), th
 *fraction of the raw rate* is the attack's victim forwards per second over the raw rate at the load the attack
 ran under: (victim forward time / attack stage time, both timed inside the run) x (raw pass / the attack's
 batches, replayed). 100% would be an attack that does nothing but forward passes in perfectly sorted batches.
-A second table, the profile, splits robench's attack time (`robench.core.types.Profile`, timed by the engine
+A second table, the profile, splits robench's attack time (`robench.engine.attack.Profile`, timed by the engine
 and the recipe): victim forward, masked LM (BERT-Attack's candidates) and input gradients (gradient-swap), the
 two further model costs, reported apart; sentence encoder, POS tagging, candidate generation, the search's own
 bookkeeping, the victim's cache and counters, the engine loop, and what lies outside the engine (resources,
@@ -61,7 +61,7 @@ USE_THRESHOLD = 0.840845057  # TextFooler's USE threshold (angular), as in TextA
 ROBENCH, TEXTATTACK = "textfooler", "textattack:textfooler"
 STOCK = "textattack:textfooler (stock wrapper)"  # TextAttack as shipped: HuggingFaceModelWrapper, max-length padding
 RECIPES = ("textfooler", "bert-attack", "gradient-swap")  # robench recipes the bench profiles
-# The profile's rows: (label, parts of robench.core.types.Profile summed into it); model costs first.
+# The profile's rows: (label, parts of robench.engine.attack.Profile summed into it); model costs first.
 PROFILE_ROWS = (("victim forward", ("victim forward",)), ("masked LM (candidates)", ("mlm",)),
                 ("victim input gradients", ("victim gradient",)), ("sentence encoder", ("embed",)),
                 ("POS tagging", ("pos tagging",)), ("candidate generation", ("candidates",)),
@@ -193,7 +193,7 @@ def warm_up(spec, settings, device: str, console: Console | None) -> None:
     (candidate table, encoder, tagger, MLM: each loader caches per process), the audit's lexicon and the
     textattack import."""
     from robench.attacks.textattack.compat import load_textattack
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.engine.resources.lexicon import lexicon
     from robench.runs.resolve import resolve_run
     from robench.runs.runner import train
@@ -208,7 +208,7 @@ def warm_up(spec, settings, device: str, console: Console | None) -> None:
 
 def attack(spec, settings, device: str, console: Console | None) -> Side:
     """Run `spec` (forced: a fresh attack), then time the raw pass over the inputs its victim evaluated."""
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.core.locks import file_lock
     from robench.engine import resources
     from robench.runs.resolve import resolve_run
@@ -336,7 +336,7 @@ def write(rows: list[list[str]], header: list[str], title: str, target: Path) ->
 def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Console | None) -> list[list[str]]:
     """Run the attacks one after the other; print the comparison and the profile, write them as CSV and Markdown;
     return the comparison's rows."""
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
 
     device = str(pick_device(options.device))
     runs = specs(options, "local" if settings.data_dir is not None else "hub", settings)

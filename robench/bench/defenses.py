@@ -198,8 +198,8 @@ def search_imbert(options: DefensesOptions, grid: SearchGrid, settings: Settings
                   console: Console | None) -> pd.DataFrame:
     """Grid over (layers, T, gamma) for `imbert`; select the best mean SST-2 dev accuracy; return the table."""
     from robench.core.params import make_params
-    from robench.core.registry import MODELS
     from robench.runs.runner import train
+    from robench.training.defense import MODELS
 
     base = params_by_model(["imbert"], options.params)["imbert"]
     imbert = MODELS.get("imbert")  # its params class parses and checks `im_layers` (through the registry)
@@ -261,15 +261,15 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     import torch
     from transformers import DataCollatorWithPadding
 
-    from robench.core.device import pick_device
+    from robench.classifier.backbone import load_tokenizer, resolve_backbone
+    from robench.classifier.device import pick_device
+    from robench.classifier.victim import Victim, defended
     from robench.core.registry import TASKS
-    from robench.core.types import Objective
     from robench.data.loading import load_split, subset, texts_of
-    from robench.engine.victim import Victim, defended
     from robench.runs.estimate import leave_one_out
-    from robench.training.backbones import load_tokenizer, resolve_backbone
     from robench.training.defense import resolve_model
     from robench.training.loop import encode, train_step, training_context
+    from robench.training.objective import Objective
 
     if "bert" not in options.models:
         raise RobenchError("--models must include bert: costs are reported relative to it")

@@ -51,7 +51,7 @@ class EstimateBenchOptions:
 
 def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: Console | None = None) -> list[dict]:
     """Estimated vs measured seconds per stage for each model; prints a table and returns its rows."""
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
     from robench.runs.runner import run

@@ -30,10 +30,10 @@ def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
         set_seed,
     )
 
+    from robench.classifier.backbone import load_tokenizer, resolve_backbone
+    from robench.classifier.victim import Victim, accuracy
     from robench.core.registry import TASKS
     from robench.data.loading import load_split, subset, texts_of
-    from robench.engine.victim import Victim, accuracy
-    from robench.training.backbones import load_tokenizer, resolve_backbone
 
     task, backbone, cfg = TASKS.get(spec.task), resolve_backbone(spec.backbone), spec.train
     tokenizer = load_tokenizer(backbone.location)
@@ -76,7 +76,7 @@ class TrainBenchOptions:
 
 def compare_trainers(options: TrainBenchOptions) -> tuple[float, float]:
     """Fine-tune with robench, then with the HF Trainer, in a fresh cache; print the table; return their seconds."""
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.runs.resolve import resolve_run
     from robench.training.loop import fine_tune
 

@@ -18,7 +18,7 @@ ERR = Console(stderr=True)
 # One module per group of sub-commands; each defines `add_parser(subparsers)` and sets `handler=` on its parsers.
 # Keep their top-level imports light: heavy libraries are imported inside the handlers.
 SUBCOMMANDS: tuple[str, ...] = (
-    "robench.cli.core",
+    "robench.cli.runs",
     "robench.cli.resources",
     "robench.cli.bench",
     "robench.cli.analyze",

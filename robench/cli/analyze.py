@@ -5,7 +5,7 @@ from rich.console import Console
 from rich.table import Table
 
 from robench.analysis import analysis_dir, analyze
-from robench.analysis.records import AnalysisRecord
+from robench.analysis.spec import AnalysisRecord
 from robench.analysis.syntax_config import syntax_rows
 from robench.cli.common import add_spec_args, progress_console, settings_from_args, specs_from_args
 from robench.cli.syntax import add_syntax_args, syntax_config_from_args
@@ -74,8 +74,8 @@ def cmd_analyze(args) -> None:
 def print_analysis_plan(spec, settings, args, syntax) -> None:
     """`--dry-run`: the training plan (checkpoint cached or not, estimate) and where the record would go."""
     from robench.analysis import analysis_path
-    from robench.analysis.records import AnalysisConfig
-    from robench.cli.core import print_plan
+    from robench.analysis.spec import AnalysisConfig
+    from robench.cli.runs import print_plan
 
     print_plan(spec, settings, args.device, attack=False, cost=not args.no_estimate)
     path = analysis_path(spec, AnalysisConfig(args.examples, args.shuffles, syntax=syntax), settings)

@@ -11,7 +11,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="paired comparison of every model with a baseline model, per setting")
     p.add_argument("--baseline", default="bert", help="the baseline model (default: bert)")
     p.add_argument("--results-dir", help="default: $ROBENCH_RESULTS_DIR or ./results")
-    from robench.cli.core import add_with_reference
+    from robench.cli.runs import add_with_reference
 
     add_with_reference(p)
     p.set_defaults(handler=cmd_compare)
@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
 def cmd_compare(args) -> None:
     import tempfile
 
-    from robench.cli.core import reference_view
+    from robench.cli.runs import reference_view
     from robench.core.packed import runs_to_read
 
     settings = settings_from_args(args, read_only=True)  # compare writes nothing

@@ -96,7 +96,7 @@ def _cmd_build_synonyms(args) -> None:
 
 
 def _cmd_build_mlm(args) -> None:
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.engine.resources import MlmBuildConfig, build_mlm, mlm_dir
 
     config = MlmBuildConfig(**_given(args, BUILD_FLAGS + ("lr", "max_minutes", "save_dtype")))
@@ -110,7 +110,7 @@ def _cmd_build_mlm(args) -> None:
 
 def _cmd_build_mlm_head(args) -> None:
     from robench.analysis.mlm_head import MlmHeadConfig, build_mlm_head, mlm_head_dir
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
 
     config = MlmHeadConfig(**_given(args, ("texts", "lr") + BUILD_FLAGS))
     settings = _settings(args)
@@ -144,7 +144,7 @@ def _add_build_head_parser(rsub) -> None:
 
 
 def _cmd_calibrate(args) -> None:
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.engine.resources import PAPER_THRESHOLDS, calibrate
 
     extra = []

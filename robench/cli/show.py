@@ -32,7 +32,7 @@ def cmd_show(args) -> None:
     from robench.report.validity import validity_facts
 
     if args.html:
-        from robench.cli.core import check_page_path
+        from robench.cli.runs import check_page_path
 
         check_page_path(args.html)
     settings = settings_from_args(args, read_only=True)

@@ -16,9 +16,10 @@ import logging
 import re
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Callable, Generic, TypeVar
+from typing import Callable, Generic, TypeVar
 
 from robench.core.errors import RobenchError
+from robench.core.types import Task
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -160,10 +161,6 @@ class Registry(Generic[T]):
         return name in self._entries
 
 
-# The three registries. Their entries are the only global mutable state in robench.
-if TYPE_CHECKING:
-    from robench.core.types import AttackRecipe, Defense, Task
-
-MODELS: Registry["Defense"] = Registry("models", "robench.models")
-ATTACKS: Registry["AttackRecipe"] = Registry("attacks", "robench.attacks")
-TASKS: Registry["Task"] = Registry("tasks", "robench.data.tasks")
+# The tasks' registry; the defences' (`robench.training.defense.MODELS`) and the attack recipes'
+# (`robench.engine.attack.ATTACKS`) live with their types. Their entries are the only global mutable state.
+TASKS: Registry[Task] = Registry("tasks", "robench.data.tasks")

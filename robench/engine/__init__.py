@@ -1,2 +1,3 @@
-"""The attack engine: the victim (batched, counted queries), the concurrent scheduler, the word view, the greedy
-search, input gradients, TextAttack-style metrics and the offline attack resources."""
+"""The attack engine: what a recipe is (`attack`), the concurrent scheduler, the word view, the greedy search,
+input gradients, TextAttack-style metrics and the offline attack resources. It queries the model through
+`robench.classifier.victim`."""

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from robench.core.types import Profile
+from robench.engine.attack import Profile
 from robench.engine.budgets import max_changed_words
 from robench.engine.words import Words
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robench.engine.victim import QueryBudgetExceeded, QueryCounter, Text, Victim
+from robench.classifier.victim import QueryBudgetExceeded, QueryCounter, Text, Victim
 from robench.engine.words import Words
 
 GradientMode = Literal["unrolled", "bpda"]

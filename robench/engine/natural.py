@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
-from robench.core.types import Profile
+from robench.engine.attack import Profile
 from robench.engine.constraints import Constraint, IndexConstraint, Swap
 from robench.engine.inflection import swap_edits
 from robench.engine.words import Words, split_words

@@ -18,12 +18,13 @@ from typing import Any, Callable, Generator, Mapping, Sequence
 
 import numpy as np
 
+from robench.classifier.victim import Text
 from robench.core.paths import Settings
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe, ExampleResult, Profile
+from robench.core.types import ExampleResult
+from robench.engine.attack import AttackContext, AttackOutput, AttackRecipe, Profile
 from robench.engine.constraints import Constraint, IndexConstraint, Similarity, Swap
 from robench.engine.scheduler import EngineConfig, Request, Search, Service, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, UntargetedClassification, WordSwapSearch
-from robench.engine.victim import Text
 from robench.engine.words import Words, is_one_word, recover_case
 
 SwapsOf = Callable[[Words, Words, int], list[Swap]]  # (current, original, i) -> candidate swaps of word i

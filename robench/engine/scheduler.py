@@ -45,10 +45,11 @@ from typing import Any, Callable, Generator, Mapping, Sequence
 
 import numpy as np
 
+from robench.classifier.victim import ModelFailure, QueryBudgetExceeded, QueryCounter, Text
 from robench.core.progress import AttackTally, progress_bar
-from robench.core.types import AttackContext, ExampleResult
+from robench.core.types import ExampleResult
 from robench.data.loading import texts_of
-from robench.engine.victim import ModelFailure, QueryBudgetExceeded, QueryCounter, Text
+from robench.engine.attack import AttackContext
 from robench.engine.words import count_words, join_fields
 
 

@@ -17,11 +17,11 @@ from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
-from robench.core.types import Profile
+from robench.classifier.victim import QueryBudgetExceeded, Text
+from robench.engine.attack import Profile
 from robench.engine.budgets import max_changed_words
 from robench.engine.constraints import Similarity
 from robench.engine.scheduler import Outcome, Request, Search
-from robench.engine.victim import QueryBudgetExceeded, Text
 from robench.engine.words import Words
 
 

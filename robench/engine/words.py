@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
-    from robench.engine.victim import Text
+    from robench.classifier.victim import Text
 
 FIELD_SEPARATOR = " [SEP] "  # between the fields of a pair task's text in results (TextAttack's display)
 

@@ -155,9 +155,9 @@ def _preset_eval_sizes(preset: Preset, attacks: tuple[str, ...]) -> dict[str, in
     """The preset's eval size of each attack (search attacks and replays differ), for a grid without eval_size."""
     if preset.eval_size(True) == preset.eval_size(False):  # no registry look-up needed
         return {"default": _size_key(preset.eval_size(False))}
-    from robench.core.registry import ATTACKS
+    from robench.engine.attack import ATTACKS
 
-    return {a: _size_key(preset.eval_size(ATTACKS.get(a).queries_per_word > 0)) for a in attacks}
+    return {a: _size_key(preset.eval_size(ATTACKS.get(a).query_cost_per_word > 0)) for a in attacks}
 
 
 def _name(value: Any, where: str) -> str:

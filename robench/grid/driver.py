@@ -196,7 +196,7 @@ def _keep_record(settings: Settings, output: dict[str, Any]) -> None:
 
 def grid_estimate(trains: list[TrainJob], settings: Settings, device: str, persist: bool):
     """The cost of every train job and attack cell still to run, added up."""
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
     from robench.runs.estimate import estimate, total_estimate
     from robench.runs.resolve import resolve_run
     from robench.training.loop import is_cached

@@ -28,7 +28,7 @@ from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.params import make_params
 from robench.core.records import RunRecord
-from robench.core.registry import ATTACKS
+from robench.engine.attack import ATTACKS
 from robench.runs.spec import TrainConfig, identity_view
 from robench.training.defense import resolve_model
 

@@ -4,7 +4,7 @@
   size (so IM-BERT's solver, FreeLB's ascent steps and SMART's regulariser are all in the measurement)
   + one evaluation of the dev split (after the last epoch) at the measured inference rate + loading the model;
 * attack    = the eval examples' model queries / the measured inference rate, where a search attack makes
-  `recipe.queries_per_word` queries per word of its input (measured on SST-2, docs/presets.md) and a replay
+  `recipe.query_cost_per_word` queries per word of its input (measured on SST-2, docs/presets.md) and a replay
   attack one per example, times `SEARCH_OVERHEAD` for the work outside the victim (candidates, POS tags,
   sentence encoder: 10% of TextFooler's time when profiled, docs/results.md).
 
@@ -41,7 +41,7 @@ SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profi
 CALIBRATION_FORMAT = 6  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
 # 6: keyed by the data's content
 CALIBRATION_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older calibration is measured again
-COST_SOURCES = ("robench/training", "robench/engine/victim.py", "models")  # code whose change changes the cost
+COST_SOURCES = ("robench/training", "robench/classifier/victim.py", "models")  # code whose change changes the cost
 log = logging.getLogger(__name__)
 CPU_HOUR_ADVICE = 3600.0
 Say = Callable[[str], None]  # hears progress lines (the CLI prints them on stderr)
@@ -132,14 +132,14 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
     attack_seconds, queries = None, 0.0
     if eval_data is not None:
         queries = _queries(run, texts_of(eval_data, task))
-        overhead = SEARCH_OVERHEAD if run.recipe.queries_per_word else 1.0
+        overhead = SEARCH_OVERHEAD if run.recipe.query_cost_per_word else 1.0
         attack_seconds = (cal.load_seconds + overhead * queries / cal.forward_per_second
                           + extra.get("attack", 0.0) / cal.forward_per_second)
     return CostEstimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries)
 
 
 def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:
-    per_word = run.recipe.queries_per_word if run.recipe is not None else 0.0
+    per_word = run.recipe.query_cost_per_word if run.recipe is not None else 0.0
     if not per_word:
         return float(len(texts))
     return sum(1 + per_word * len(text[-1].split()) for text in texts)  # word attacks perturb the last field
@@ -229,8 +229,8 @@ def code_version() -> str:
 
 def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) -> Calibration:
     """Time model loading, `steps` optimisation steps (after one warm-up) and inference, on real examples."""
-    from robench.engine.victim import Victim, defended
-    from robench.training.backbones import load_tokenizer
+    from robench.classifier.backbone import load_tokenizer
+    from robench.classifier.victim import Victim, defended
     from robench.training.loop import encode, make_optimizer, train_step, training_context
 
     spec, task = run.spec, run.task

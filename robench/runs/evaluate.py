@@ -21,12 +21,12 @@ from typing import Any, Callable
 from rich.console import Console
 from torch import nn
 
-from robench.core.device import pick_device
+from robench.classifier.device import pick_device
+from robench.classifier.victim import BaseVictim, CallableVictim, Victim, defended
 from robench.core.errors import RobenchError
 from robench.core.locks import file_lock
 from robench.core.paths import Settings, resolve_settings
 from robench.core.records import RunRecord
-from robench.engine.victim import BaseVictim, CallableVictim, Victim, defended
 from robench.runs import runner
 from robench.runs.options import RunOptions, specs
 from robench.runs.resolve import ResolvedRun, resolve_run

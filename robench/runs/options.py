@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from robench.core.errors import RobenchError
 from robench.core.params import BadValue
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS
+from robench.engine.attack import ATTACKS
 from robench.runs.presets import DEFAULT_PRESET, get_preset
 from robench.runs.spec import RunSpec, TrainConfig
 
@@ -60,7 +60,7 @@ def specs(options: RunOptions, settings: Settings, given: Mapping[str, Any] | No
     RunSpec fields (`checkpoint`, `model`, `backbone`) of an in-memory model or function to attack
     (`robench.runs.evaluate`), which, like `--checkpoint`, trains nothing."""
     preset, attack = get_preset(options.preset), options.attack
-    search_attack = ATTACKS.get(attack).queries_per_word > 0
+    search_attack = ATTACKS.get(attack).query_cost_per_word > 0
     train_size = preset.train_size if options.train_size is None else _size(options.train_size)
     eval_size = preset.eval_size(search_attack) if options.eval_size is None else _size(options.eval_size)
     train = _train_config(options.epochs if options.epochs is not None else preset.epochs,

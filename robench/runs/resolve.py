@@ -7,17 +7,18 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from robench.classifier.backbone import Backbone, resolve_backbone
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.params import make_params
 from robench.core.paths import Settings
-from robench.core.registry import ATTACKS, TASKS
-from robench.core.types import AttackRecipe, Task
+from robench.core.registry import TASKS
+from robench.core.types import Task
 from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
 from robench.data.loading import load_split, subset_indices
+from robench.engine.attack import ATTACKS, AttackRecipe
 from robench.runs.spec import MAX_SEED, RunSpec
-from robench.training.backbones import Backbone, resolve_backbone
 from robench.training.defense import ComposedDefense, resolve_model
 from robench.training.given import checkpoint_label_order, parse_label_map
 
@@ -78,7 +79,7 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
         recipe = ATTACKS.get(spec.attack)
         attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
         recipe.check(task, attack_params, settings)
-        if recipe.queries_per_word and recipe.examples is None:
+        if recipe.query_cost_per_word and recipe.examples is None:
             check_attack_lengths(spec, task, settings)
     train_data = data_fingerprint(spec, task, settings)
     data = train_data  # the run's fingerprint adds the files the recipe reads itself (AdvGLUE's)

@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from robench.core.device import pick_device
+from robench.classifier.device import pick_device
+from robench.classifier.victim import BaseVictim, ModelFailure, accuracy
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.locks import file_lock
@@ -18,10 +19,10 @@ from robench.core.paths import Settings, resolve_settings
 from robench.core.progress import PHASES, phase
 from robench.core.records import RunRecord, record_path
 from robench.core.text import excerpt
-from robench.core.types import AttackContext, ExampleResult, Source, Task
+from robench.core.types import ExampleResult, Source, Task
 from robench.data.loading import load_split, subset_indices, texts_of
+from robench.engine.attack import AttackContext
 from robench.engine.metrics import textattack_metrics
-from robench.engine.victim import BaseVictim, ModelFailure, accuracy
 from robench.engine.words import join_fields
 from robench.runs import chance
 from robench.runs.estimate import CostEstimate, estimate
@@ -229,7 +230,7 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     if hasattr(model.victim, "inner_forwards"):  # a voting victim (SAFER): every base-classifier forward pass
         timings["inner_forwards"] = model.victim.inner_forwards
     timings["victim_forward_seconds"] = getattr(model.victim, "forward_seconds", None)  # this process's
-    if ctx.profile.seconds:  # the engine's time split (robench.core.types.Profile); TextAttack's runs have none
+    if ctx.profile.seconds:  # the engine's time split (robench.engine.attack.Profile); TextAttack's runs have none
         timings["profile"] = ctx.profile.to_dict()
     record = RunRecord(
         run_id=spec.run_id, spec=spec.to_dict(), hyperparameters=resolved.hyperparameters(), resources=resources,

@@ -1,1 +1,1 @@
-"""Fine-tuning: what a defence is, backbones, the training loop and its checkpoint cache, given checkpoints."""
+"""Fine-tuning: what a defence is, the training loop and its checkpoint cache, given checkpoints."""

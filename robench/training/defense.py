@@ -17,15 +17,34 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from robench.core.errors import RobenchError
 from robench.core.params import make_params
-from robench.core.registry import MODELS
-from robench.core.types import Defense, NoParams, Objective
+from robench.core.registry import Registry
+from robench.core.types import NoParams
+from robench.training.objective import Objective
 
 if TYPE_CHECKING:  # annotations only: resolving a model's name and settings (reports) imports no torch
     from torch import nn
+
+
+class Architecture(Protocol):
+    def __call__(self, backbone: str, num_labels: int, params: Any) -> nn.Module: ...
+
+
+@dataclass(frozen=True)
+class Defense:
+    """A registry entry under `robench.models`."""
+
+    name: str
+    summary: str
+    architecture: Architecture | None = None  # None: plain BERT
+    objective: type[Objective] | None = None  # None: cross-entropy
+    params: type = NoParams  # dataclass of this component's hyperparameters
+
+
+MODELS: Registry[Defense] = Registry("models", "robench.models")  # the defences (`robench list models`)
 
 
 def plain_bert(backbone: str, num_labels: int, params: Any) -> nn.Module:

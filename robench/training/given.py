@@ -17,11 +17,11 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from robench.classifier.victim import BaseVictim, Victim, defended
 from robench.core.errors import RobenchError
 from robench.core.hashing import files_sha256
 from robench.core.text import excerpt
 from robench.core.types import Task
-from robench.engine.victim import BaseVictim, Victim, defended
 from robench.training.weights import folder_weights_sha256
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")  # the first pattern that matches names the weight files
@@ -151,7 +151,7 @@ def display_name(name: str, sha256: str) -> str:
 def register_architectures() -> None:
     """Import every registered defence (built-in and plugins), so that architectures such as IM-BERT register
     their config and model with transformers' Auto classes before a checkpoint is loaded."""
-    from robench.core.registry import MODELS
+    from robench.training.defense import MODELS
 
     for entry in MODELS.entries():
         entry.load()
@@ -239,7 +239,7 @@ def load_victim(location: str | Path, device: torch.device, label_order: Sequenc
     """The checkpoint at `location` (a directory or hub id) with its tokenizer, ready to query.
 
     `label_order` reorders the model's outputs into the task's label order; `kwargs` go to `Victim`. A model
-    whose defence changes how it predicts (SAFER's vote, `robench.engine.victim.defended`) comes back as that
+    whose defence changes how it predicts (SAFER's vote, `robench.classifier.victim.defended`) comes back as that
     defended victim; it needs `settings` (its resources), and refuses to load without them.
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer

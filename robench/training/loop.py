@@ -18,32 +18,70 @@ import socket
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from rich.console import Console
 
-from robench.core.device import autocast
+from robench.classifier.backbone import Backbone, load_tokenizer
+from robench.classifier.device import autocast
+from robench.classifier.victim import Victim, accuracy, defended
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.locks import file_lock
 from robench.core.manifest import folder_manifest, folder_problem
+from robench.core.paths import Settings
 from robench.core.progress import progress_bar
-from robench.core.types import Objective, Task, TrainingContext
+from robench.core.types import Source, Task
 from robench.data.loading import load_split, subset, texts_of
-from robench.engine.victim import Victim, accuracy, defended
-from robench.training.backbones import load_tokenizer
 from robench.training.config import TrainConfig
-
-if TYPE_CHECKING:  # the run layer hands its resolved run down; training never imports it
-    from robench.runs.resolve import ResolvedRun
-    from robench.runs.spec import RunSpec
+from robench.training.defense import ComposedDefense
+from robench.training.objective import Objective, TrainingContext
 
 TRAINING_FORMAT = 2  # bump when a change to training would change the weights it produces
 RECORD = "training.json"
 WEIGHTS = "model.safetensors"
 REQUIRED = ("config.json", WEIGHTS, "tokenizer_config.json")  # files a reusable checkpoint must have
 log = logging.getLogger(__name__)
+
+
+class TrainingSpec(Protocol):
+    """What training reads of a run's spec (a `robench.runs.spec.RunSpec` is one)."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def train_size(self) -> int | None: ...
+    @property
+    def data_source(self) -> Source: ...
+    @property
+    def train(self) -> TrainConfig: ...
+    @property
+    def task_source(self) -> dict[str, Any] | None: ...
+
+
+class TrainingRun(Protocol):
+    """What training reads of a resolved run (a `robench.runs.resolve.TrainingRun` is one): the run layer hands
+    it down, and training never imports the run layer."""
+
+    @property
+    def spec(self) -> TrainingSpec: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def task(self) -> Task: ...
+    @property
+    def defense(self) -> ComposedDefense | None: ...
+    @property
+    def model_params(self) -> dict[str, Any]: ...
+    @property
+    def backbone(self) -> Backbone | None: ...
+    @property
+    def train_data(self) -> str: ...
 
 
 @dataclass
@@ -53,7 +91,7 @@ class TrainedModel:
     record: dict[str, Any]  # hyperparameters, per-epoch history, throughput
 
 
-def checkpoint_key(run: ResolvedRun) -> str:
+def checkpoint_key(run: TrainingRun) -> str:
     """Hash of everything that determines the fine-tuned weights (not the attack)."""
     spec = run.spec
     key = {
@@ -68,7 +106,7 @@ def checkpoint_key(run: ResolvedRun) -> str:
     return content_hash(key, length=16)
 
 
-def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = None) -> TrainedModel:
+def fine_tune(run: TrainingRun, device: torch.device, console: Console | None = None) -> TrainedModel:
     """Fine-tune `run`'s model on its task, or reuse the verified cached checkpoint of an identical run."""
     checkpoints = run.settings.checkpoints_dir
     target = checkpoints / checkpoint_key(run)
@@ -80,7 +118,7 @@ def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = 
         return _train(run, target, device, console)
 
 
-def _train(run: ResolvedRun, target: Path, device: torch.device, console: Console | None) -> TrainedModel:
+def _train(run: TrainingRun, target: Path, device: torch.device, console: Console | None) -> TrainedModel:
     spec, settings, task, defense, params, backbone = (run.spec, run.settings, run.task, run.defense,
                                                        run.model_params, run.backbone)
     train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
@@ -160,7 +198,8 @@ def training_context(model, tokenizer, task: Task, train, settings, device, seed
                            encode_texts, settings, device, seed, cfg.epochs, cfg.batch_size, cfg.max_length, console)
 
 
-def _train_loop(model, tokenizer, task: Task, train, dev, spec: RunSpec, objective, device, console, settings=None):
+def _train_loop(model, tokenizer, task: Task, train, dev, spec: TrainingSpec, objective, device, console,
+                settings=None):
     from transformers import DataCollatorWithPadding
 
     cfg = spec.train

@@ -30,7 +30,7 @@ class ContextSimilarity:
     def scores(self, words: Sequence[str], i: int, replacements: Sequence[str]) -> np.ndarray:
         import torch
 
-        from robench.core.device import autocast
+        from robench.classifier.device import autocast
 
         if not replacements:
             return np.zeros(0, dtype=np.float32)
@@ -54,8 +54,8 @@ def context_similarity(settings: Settings, device=None) -> ContextSimilarity:
     import torch
     from transformers import AutoModel
 
-    from robench.core.device import pick_device
-    from robench.training.backbones import load_tokenizer, resolve_backbone
+    from robench.classifier.backbone import load_tokenizer, resolve_backbone
+    from robench.classifier.device import pick_device
 
     backbone = resolve_backbone("minilm")
     device = pick_device("auto") if device is None else torch.device(device)

@@ -18,7 +18,7 @@ from robench.engine.resources.synonyms import NEIGHBOURS_FILE
 def describe_all(settings: Settings) -> dict[str, dict]:
     """What each resource is, whether it is available and where it is (or will be built: "location", in full),
     without building or loading anything heavy."""
-    from robench.training.backbones import resolve_backbone
+    from robench.classifier.backbone import resolve_backbone
 
     out: dict[str, dict] = {}
     backbone = resolve_backbone("minilm").location

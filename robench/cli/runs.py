@@ -1,4 +1,4 @@
-"""`robench run`, `train`, `list`, `leaderboard` and `audit`."""
+"""`robench run`, `train`, `list`, `leaderboard` and `audit`: making runs, and reading the finished ones."""
 from __future__ import annotations
 
 import os
@@ -77,7 +77,8 @@ def cmd_run(args) -> None:
 def _require_names(specs) -> None:
     """Unknown model and attack names refused from the registries' declarations (no torch); the full checks follow
     when the run resolves."""
-    from robench.core.registry import ATTACKS, MODELS
+    from robench.engine.attack import ATTACKS
+    from robench.training.defense import MODELS
 
     for spec in specs:
         if spec.checkpoint is None:
@@ -169,7 +170,9 @@ def untrained_warnings(record) -> list[str]:
 
 
 def cmd_list(args) -> None:
-    from robench.core.registry import ATTACKS, MODELS, TASKS
+    from robench.core.registry import TASKS
+    from robench.engine.attack import ATTACKS
+    from robench.training.defense import MODELS
 
     for name, registry in (("models", MODELS), ("attacks", ATTACKS), ("tasks", TASKS)):
         if args.kind not in (None, name):

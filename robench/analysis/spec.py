@@ -1,4 +1,4 @@
-"""What an analysis is configured by and what it records."""
+"""What an analysis is configured by (`AnalysisConfig`), its id, and what it records (`AnalysisRecord`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field

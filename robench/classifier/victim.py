@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from robench.core.device import autocast, batch_overhead_for, batch_size_for
+from robench.classifier.device import autocast, batch_overhead_for, batch_size_for
 from robench.core.errors import RobenchError
 from robench.core.text import excerpt
 
@@ -76,7 +76,7 @@ class BaseVictim:
     def __init__(self, *, batch_size: int = 64, label_order: Sequence[int] | None = None,
                  batch_overhead: int | None = None) -> None:
         self.batch_size = batch_size
-        # one more batch's cost in padded tokens (robench.core.device); None: chunks of batch_size, as for a
+        # one more batch's cost in padded tokens (robench.classifier.device); None: chunks of batch_size, as for a
         # model function whose cost per call is unknown (a remote API may charge per call)
         self.batch_overhead = batch_overhead
         self.label_order = list(label_order) if label_order is not None else None  # task label -> model output
@@ -211,7 +211,7 @@ class Victim(BaseVictim):
     def __init__(self, model, tokenizer, device: torch.device, *, batch_size: int | None = None,
                  max_length: int = 128, label_order: Sequence[int] | None = None,
                  batch_overhead: int | None = None) -> None:
-        """`batch_size` and `batch_overhead` None: the device's (`robench.core.device`: 64 inputs and 64 tokens
+        """`batch_size` and `batch_overhead` None: the device's (`robench.classifier.device`: 64 inputs and 64 tokens
         on CPU, 512 inputs and 8192 tokens on CUDA)."""
         super().__init__(batch_size=batch_size or batch_size_for(device), label_order=label_order,
                          batch_overhead=batch_overhead_for(device) if batch_overhead is None else batch_overhead)

@@ -1,4 +1,6 @@
-"""The numbers behind `robench analyze`, on plain arrays (no model, no data).
+"""The measures behind `robench analyze`, on plain arrays (no model, no data): how concentrated an attribution is
+(Gini, entropy, top-k share) and how representations spread and compare (effective rank, mean pairwise cosine,
+linear CKA).
 
 Every function here has a closed-form answer on hand-made inputs; the unit
 tests check those answers (tests/test_analysis.py).
