@@ -26,7 +26,6 @@ fitted null is checked by simulation in tests/test_calibration.py.
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from robench.report.stats import CONFIDENCE, mean_squares, two_sided_tail
 
@@ -36,6 +35,8 @@ def single_arrays(single: np.ndarray, seeds: np.ndarray, confidence: float = CON
     """The checkpoint minus the baseline in accuracy under attack, for complete (..., n) outcomes of the
     checkpoint and (..., S, n) of the baseline's S >= 2 seeds (1: correct under attack): (difference, low,
     high, se, df, p), vectorised over leading axes (the simulation calls this same function)."""
+    from scipy import stats as scipy_stats  # imported when used (robench.report.stats)
+
     single = np.asarray(single, dtype=np.float64)
     seeds = np.asarray(seeds, dtype=np.float64)
     count, n = seeds.shape[-2:]
