@@ -1,14 +1,14 @@
 """`robench bench estimate`: the upfront cost estimate against real runs, stage by stage.
 
-For each model, the estimate is made exactly as `robench run` makes it (a fresh calibration of the real model
+For each model, the estimate is made exactly as `robench run` makes it (the real model freshly timed
 on this device), then the same spec runs for real in a scratch cache (nothing reused; the built attack
 resources are shared) and the measured stage times are printed beside the estimated ones with their ratio.
 The defaults train real classifiers (1,000 SST-2 examples, one epoch): the estimate's queries per word were
 measured against real classifiers, and is only meant for them.
 
 `robench bench estimate --dry-run` times the answer instead: for each model, `robench run ... --dry-run` as a
-new process with a fresh cache (first: no calibration cached, so it calibrates), then the same command again
-(calibration cached), wall-clock seconds from process start to exit, against the `DRY_RUN_TARGET`.
+new process with a fresh cache (first: no speed measurement cached, so it times the model), then the same command
+again (measurement cached), wall-clock seconds from process start to exit, against the `DRY_RUN_TARGET`.
 """
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: C
 
 
 def dry_run_bench(options: EstimateBenchOptions, settings: Settings) -> list[dict]:
-    """Wall seconds of `robench run --dry-run` for each model as a new process, with a fresh cache (it calibrates)
-    and then again (calibration cached); prints a table against `DRY_RUN_TARGET` and returns its rows."""
+    """Wall seconds of `robench run --dry-run` for each model as a new process, with a fresh cache (it times the model)
+    and then again (measurement cached); prints a table against `DRY_RUN_TARGET` and returns its rows."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="robench-bench-dry-run-") as tmp:
         scratch = _scratch_settings(settings, Path(tmp))
@@ -87,7 +87,7 @@ def dry_run_bench(options: EstimateBenchOptions, settings: Settings) -> list[dic
             rows.append({"model": model, "first": times[0], "again": times[1], "target": DRY_RUN_TARGET})
     table = Table(title=f"robench run --dry-run ({options.task}, {options.attack}, train {options.train_size}, "
                         f"eval {options.eval_size}, device {options.device}): wall seconds, new process")
-    for col in ("model", "first (calibrates)", "again (calibration cached)", f"first <= {DRY_RUN_TARGET:.0f} s"):
+    for col in ("model", "first (times the model)", "again (measurement cached)", f"first <= {DRY_RUN_TARGET:.0f} s"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for r in rows:
         table.add_row(r["model"], f"{r['first']:.1f}", f"{r['again']:.1f}", "yes" if r["first"] <= r["target"]
