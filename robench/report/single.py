@@ -21,7 +21,7 @@ x_i - y_si: (MS_example - (S + 1) MS_residual) / S, floored at 0. t = D / se on 
 (the seed part's: the Satterthwaite df of the sum is never lower, so S - 1 errs on the safe side; it is
 `robench.report.stats.two_sided_tail` at seed share 1, and no p-value where every cell is alike). The verdict
 rule is the paired comparison's (`robench.report.stats.verdict`, MIN_SEEDS baseline seeds); its size under the
-fitted null is checked by simulation in tests/test_calibration.py.
+fitted null is checked by simulation in tests/test_verdict_simulation.py.
 """
 from __future__ import annotations
 
