@@ -8,7 +8,9 @@ measured against real classifiers, and is only meant for them.
 
 `robench bench estimate --dry-run` times the answer instead: for each model, `robench run ... --dry-run` as a
 new process with a fresh cache (first: no speed measurement cached, so it times the model), then the same command
-again (measurement cached), wall-clock seconds from process start to exit, against the `DRY_RUN_TARGET`.
+again (measurement cached): wall-clock seconds from process start to exit against the `DRY_RUN_TARGET`, the
+CPU seconds beside them (a loaded machine stretches the first, not the second), and the total the first one
+estimated.
 """
 from __future__ import annotations
 
@@ -83,20 +85,30 @@ def dry_run_bench(options: EstimateBenchOptions, settings: Settings) -> list[dic
     with tempfile.TemporaryDirectory(prefix="robench-bench-dry-run-") as tmp:
         scratch = _scratch_settings(settings, Path(tmp))
         for model in options.models:
-            times = [_timed_dry_run(options, model, scratch) for _ in ("first", "again")]
-            rows.append({"model": model, "first": times[0], "again": times[1], "target": DRY_RUN_TARGET})
+            first, again = (_timed_dry_run(options, model, scratch) for _ in ("first", "again"))
+            rows.append({"model": model, "first": first.wall, "first_cpu": first.cpu, "again": again.wall,
+                         "again_cpu": again.cpu, "estimated": first.estimate, "target": DRY_RUN_TARGET})
     table = Table(title=f"robench run --dry-run ({options.task}, {options.attack}, train {options.train_size}, "
-                        f"eval {options.eval_size}, device {options.device}): wall seconds, new process")
-    for col in ("model", "first (times the model)", "again (measurement cached)", f"first <= {DRY_RUN_TARGET:.0f} s"):
-        table.add_column(col, justify="left" if col == "model" else "right")
+                        f"eval {options.eval_size}, device {options.device}): seconds, new process")
+    for col in ("model", "first (times the model): wall / CPU", "again (measurement cached): wall / CPU",
+                f"first <= {DRY_RUN_TARGET:.0f} s", "the first's estimate"):
+        table.add_column(col, justify="left" if col in ("model", "the first's estimate") else "right")
     for r in rows:
-        table.add_row(r["model"], f"{r['first']:.1f}", f"{r['again']:.1f}", "yes" if r["first"] <= r["target"]
-                      else "no")
+        table.add_row(r["model"], f"{r['first']:.1f} / {r['first_cpu']:.1f}", f"{r['again']:.1f} / "
+                      f"{r['again_cpu']:.1f}", "yes" if r["first"] <= r["target"] else "no", r["estimated"])
     Console().print(table)
     return rows
 
 
-def _timed_dry_run(options: EstimateBenchOptions, model: str, settings: Settings) -> float:
+@dataclass(frozen=True)
+class DryRunTiming:
+    wall: float
+    cpu: float  # the process's user + system seconds
+    estimate: str  # the estimate's first line, e.g. "estimate on cpu: total ~4 min"
+
+
+def _timed_dry_run(options: EstimateBenchOptions, model: str, settings: Settings) -> DryRunTiming:
+    import os
     import subprocess
     import sys
     import time
@@ -111,12 +123,14 @@ def _timed_dry_run(options: EstimateBenchOptions, model: str, settings: Settings
             "--results-dir", str(settings.results_dir), "--dry-run"]
     if settings.data_dir is not None:
         argv += ["--data-dir", str(settings.data_dir)]
-    start = time.perf_counter()
+    start, before = time.perf_counter(), os.times()
     done = subprocess.run(argv, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+    seconds, after = time.perf_counter() - start, os.times()
     if done.returncode != 0:
         raise RobenchError(f"the dry run of {model} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return seconds
+    cpu = after.children_user + after.children_system - before.children_user - before.children_system
+    estimate = next((line for line in done.stdout.splitlines() if line.startswith("estimate on ")), "")
+    return DryRunTiming(seconds, cpu, estimate)
 
 
 def _scratch_settings(settings: Settings, tmp: Path) -> Settings:
