@@ -89,13 +89,14 @@ def dry_run_bench(options: EstimateBenchOptions, settings: Settings) -> list[dic
             rows.append({"model": model, "first": first.wall, "first_cpu": first.cpu, "again": again.wall,
                          "again_cpu": again.cpu, "estimated": first.estimate, "target": DRY_RUN_TARGET})
     table = Table(title=f"robench run --dry-run ({options.task}, {options.attack}, train {options.train_size}, "
-                        f"eval {options.eval_size}, device {options.device}): seconds, new process")
-    for col in ("model", "first (times the model): wall / CPU", "again (measurement cached): wall / CPU",
-                f"first <= {DRY_RUN_TARGET:.0f} s", "the first's estimate"):
-        table.add_column(col, justify="left" if col in ("model", "the first's estimate") else "right")
+                        f"eval {options.eval_size}, device {options.device}), a new process, wall / CPU seconds: first "
+                        "with no speed measurement cached (it times the model), then again")
+    for col in ("model", "first", "again", f"first <= {DRY_RUN_TARGET:.0f} s", "first's estimate"):
+        table.add_column(col, justify="left" if col in ("model", "first's estimate") else "right")
     for r in rows:
         table.add_row(r["model"], f"{r['first']:.1f} / {r['first_cpu']:.1f}", f"{r['again']:.1f} / "
-                      f"{r['again_cpu']:.1f}", "yes" if r["first"] <= r["target"] else "no", r["estimated"])
+                      f"{r['again_cpu']:.1f}", "yes" if r["first"] <= r["target"] else "no",
+                      r["estimated"].partition(": ")[2])
     Console().print(table)
     return rows
 
