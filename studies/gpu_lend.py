@@ -457,10 +457,10 @@ def attack_whole_split(protocol: Protocol, options, settings, device: str, targe
 
 
 def calibrate(protocol: Protocol, paths: Paths, settings, device: str) -> dict[str, dict[str, float]]:
-    """`robench.runs.estimate.calibration` of each claim model at the claims' training values, on this device."""
+    """`robench.runs.estimate.model_speed` of each claim model at the claims' training values, on this device."""
     from robench.classifier.device import pick_device
     from robench.data.loading import load_split, subset
-    from robench.runs.estimate import calibration
+    from robench.runs.estimate import model_speed
     from robench.runs.resolve import resolve_run
 
     out = {}
@@ -469,7 +469,7 @@ def calibrate(protocol: Protocol, paths: Paths, settings, device: str) -> dict[s
         run = resolve_run(spec[1], settings)
         train = subset(load_split(run.task, "train", settings.data_dir, "local"), spec[1].train_size, 0)
         dev = load_split(run.task, "eval", settings.data_dir, "local")
-        cal = calibration(run, pick_device(device), train, dev, persist=True, memo={})
+        cal = model_speed(run, pick_device(device), train, dev, persist=True, memo={})
         out[spec[1].model] = {**asdict(cal), "examples_per_second": spec[1].train.batch_size / cal.seconds_per_step}
     return out
 

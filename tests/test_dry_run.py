@@ -1,6 +1,6 @@
-"""`--dry-run`: the calibration behind the estimate is cached by the cost-relevant setting and the data's content
-(with a staleness rule), a dry run without one says that it calibrates and how long it took, and `--no-estimate`
-skips the estimate."""
+"""`--dry-run`: the speed measurement behind the estimate is cached by the cost-relevant setting and the data's
+content (with a staleness rule), a dry run without one says that it times the model and how long it took, the
+estimate names the start-up and the resources the run builds, and `--no-estimate` skips the estimate."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,7 @@ def _dry_run(capsys, settings, backbone, *extra):
     return capsys.readouterr()
 
 
-def test_a_dry_run_calibrates_once_per_data_then_reuses_its_calibration(capsys, settings, tiny_backbone, tmp_path):
+def test_a_dry_run_times_the_model_once_per_data_then_reuses_the_measurement(capsys, settings, tiny_backbone, tmp_path):
     import shutil
 
     from robench.core.paths import resolve_settings
@@ -27,49 +27,89 @@ def test_a_dry_run_calibrates_once_per_data_then_reuses_its_calibration(capsys, 
     shutil.copytree(settings.data_dir, private, symlinks=True)
     settings = resolve_settings(private, settings.cache_dir, settings.results_dir)
     first = _dry_run(capsys, settings, tiny_backbone)
-    assert "calibrating bert on cpu (no calibration cached for this setting)" in first.err
-    assert "calibrated in " in first.err and "estimate on cpu: train ~" in first.out
-    assert list((settings.cache_dir / "estimates").glob("*.json"))  # the dry run caches its calibration
-    second = _dry_run(capsys, settings, tiny_backbone)
-    assert "calibrating" not in second.err
+    assert "timing bert on cpu (no speed measurement cached for this setting)" in first.err
+    assert "timed in " in first.err and "estimate on cpu: total ~" in first.out and "  train ~" in first.out
+    assert list((settings.cache_dir / "estimates").glob("*.json"))  # the dry run caches its measurement
+    second = _dry_run(capsys, settings, tiny_backbone, "--seed", "0", "1")  # two seeds share that measurement
+    assert "timing" not in second.err
     assert _run_id(second.out) == _run_id(first.out)
 
-    data = settings.data_dir / "sst2" / "dev.tsv"  # the data changed: a new run id, and a calibration of its own
+    data = settings.data_dir / "sst2" / "dev.tsv"  # the data changed: a new run id, and a measurement of its own
     data.write_text(data.read_text() + "a new sentence .\t1\n")
     third = _dry_run(capsys, settings, tiny_backbone)
-    assert "calibrating" in third.err and _run_id(third.out) != _run_id(first.out)
+    assert "timing" in third.err and _run_id(third.out) != _run_id(first.out)
 
 
 def _run_id(out: str) -> str:
     return json.loads(out[:out.index("\ncheckpoint:")])["run_id"]
 
 
-def test_no_estimate_skips_the_calibration(capsys, settings, tiny_backbone):
+def test_the_estimate_names_the_start_up_and_each_resource_the_run_builds(capsys, settings, tiny_backbone):
+    """A word-swap attack in a cache without the lexicon builds its relations and the synonym lexicon: each is a
+    line of the estimate, at its known cost, and so is this process's start-up; all of them are in the total."""
+    from robench.engine.resources.lexicon import RELATIONS_BUILD_SECONDS
+    from robench.engine.resources.lexicon_table import LEXICON_BUILD_SECONDS
+
+    out = _dry_run(capsys, settings, tiny_backbone).out
+    lines = out[out.index("estimate on cpu"):].splitlines()
+    assert lines[1].startswith("  start-up ~") and "as measured in this process" in lines[1]
+    assert lines[2] == f"  build the lexicon's relations ~{RELATIONS_BUILD_SECONDS} s (first use; cached after)"
+    assert lines[3] == f"  build the synonym lexicon ~{LEXICON_BUILD_SECONDS} s (first use; cached after)"
+    assert lines[4].startswith("  train ~") and lines[5].startswith("  attack ~")
+
+
+def test_a_built_resource_is_not_in_the_estimate(settings, tiny_backbone):
+    import torch
+
+    from robench.runs.estimate import estimate
+    from robench.runs.resolve import resolve_run
+
+    run = resolve_run(tiny_spec(tiny_backbone, attack="textfooler"), settings)
+    assert [b.what for b in estimate(run, torch.device("cpu"), train_cached=False, persist=False).builds] == \
+        ["the lexicon's relations", "the synonym lexicon"]
+    for built in ("relations-0/relations.json", "lexicon-0/info.json"):
+        (settings.cache_dir / "resources" / built).parent.mkdir(parents=True)
+        (settings.cache_dir / "resources" / built).write_text("{}")
+    assert estimate(run, torch.device("cpu"), train_cached=False, persist=False).builds == ()
+
+
+def test_start_up_and_builds_add_to_the_total():
+    from robench.runs.estimate import Build, CostEstimate
+
+    estimate = CostEstimate(60.0, 30.0, 100, 10, "cpu", builds=(Build("the synonym lexicon", 70.0),))
+    assert estimate.total_seconds == 160.0
+    assert estimate.with_startup(8.0).total_seconds == 168.0
+    assert estimate.with_startup(8.0).lines()[:3] == [
+        "estimate on cpu: total ~3 min", "  start-up ~8 s (imports and reading the data, as measured in this process)",
+        "  build the synonym lexicon ~70 s (first use; cached after)"]
+
+
+def test_no_estimate_skips_timing_the_model(capsys, settings, tiny_backbone):
     out = _dry_run(capsys, settings, tiny_backbone, "--no-estimate")
-    assert "no cost estimate (--no-estimate)" in out.out and "calibrating" not in out.err
+    assert "no cost estimate (--no-estimate)" in out.out and "timing" not in out.err
     assert not (settings.cache_dir / "estimates").exists()
 
 
-def test_a_stale_calibration_is_measured_again(settings, tiny_backbone):
+def test_a_stale_speed_measurement_is_taken_again(settings, tiny_backbone):
     import torch
 
-    from robench.runs.estimate import _cache_path, _cached_calibration, estimate
+    from robench.runs.estimate import _cache_path, _cached_speed, estimate
     from robench.runs.resolve import resolve_run
 
     run = resolve_run(tiny_spec(tiny_backbone), settings)
     estimate(run, torch.device("cpu"), train_cached=False)
     path = _cache_path(run, torch.device("cpu"))
     saved = json.loads(path.read_text())
-    assert not isinstance(_cached_calibration(path), str)
+    assert not isinstance(_cached_speed(path), str)
     saved["measured"] -= 8 * 24 * 3600
     path.write_text(json.dumps(saved))
-    assert _cached_calibration(path) == "measured over a week ago"
+    assert _cached_speed(path) == "measured over a week ago"
     lines = []
     estimate(run, torch.device("cpu"), train_cached=False, say=lines.append)
-    assert "measured over a week ago" in lines[0] and lines[1].startswith("calibrated in ")
+    assert "measured over a week ago" in lines[0] and lines[1].startswith("timed in ")
 
 
-def test_the_calibration_is_shared_across_cost_free_parameters_only(settings, tiny_backbone):
+def test_the_speed_measurement_is_shared_across_cost_free_parameters_only(settings, tiny_backbone):
     import torch
 
     from robench.runs.estimate import _cache_path

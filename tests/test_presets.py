@@ -97,7 +97,7 @@ def robench_train_defaults():
 
 
 @pytest.mark.parametrize("command", ["run", "train", "analyze"])
-def test_dry_run_trains_nothing_and_writes_nothing_but_its_calibration(capsys, settings, base, command):
+def test_dry_run_trains_nothing_and_writes_nothing_but_its_speed_measurement(capsys, settings, base, command):
     code = main([command, *base, "--dry-run"])
     out = capsys.readouterr().out
     assert code == 0
@@ -119,7 +119,7 @@ def test_the_estimate_line_comes_before_the_first_training_step(capsys, settings
     assert main(["train", *base, "--epochs", "1"]) == 0
     assert events == ["estimate", "train"]
     err = " ".join(capsys.readouterr().err.split())
-    assert "estimate on cpu: train ~" in err
+    assert "estimate on cpu: total ~" in err and " train ~" in err
 
 
 def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, tiny_backbone):
@@ -147,11 +147,12 @@ def test_bench_estimate_times_a_first_and_a_second_dry_run(capsys, settings, tin
                                    eval_size=4, device="cpu", dry_run=True)
     (row,) = dry_run_bench(options, settings)
     assert row["model"] == "bert" and row["first"] > 0 and row["again"] > 0 and row["target"] == DRY_RUN_TARGET
-    assert "first (calibrates)" in capsys.readouterr().out
+    assert row["first_cpu"] > 0 and row["again_cpu"] > 0 and row["estimated"].startswith("estimate on cpu: total ~")
+    assert "total ~" in capsys.readouterr().out  # the first's estimate, in the table
     assert not (settings.cache_dir / "estimates").exists()  # the dry runs used a scratch cache
 
 
-def test_calibration_queries_look_like_an_attacks():
+def test_speed_measurement_queries_look_like_an_attacks():
     from robench.runs.estimate import leave_one_out
 
     assert leave_one_out(("a premise", "x y z")) == [("a premise", "y z"), ("a premise", "x z"),

@@ -118,3 +118,23 @@ assert not heavy, heavy
     assert "argument --epochs: invalid int value" in done.stderr
     assert "unknown model 'frelb'; did you mean freelb" in done.stderr
     assert "unknown attack 'textfoolr'; did you mean textfooler" in done.stderr
+
+
+def test_reports_read_a_word_level_recipe_without_torch():
+    """The leaderboard labels a setting by the recipe's defaults, and `show` reads the report modules: neither
+    loads torch or scipy (issue 45: `show` and `leaderboard` over a small run in seconds)."""
+    import subprocess
+    import sys
+
+    code = """
+import dataclasses, sys
+from robench.core.params import make_params
+from robench.core.registry import ATTACKS, MODELS
+assert dataclasses.asdict(make_params(ATTACKS.get("textfooler").params, {}, "textfooler"))
+MODELS.get("bert")
+import robench.report.examples, robench.report.identity, robench.report.readings, robench.report.stats
+heavy = sorted({"torch", "transformers", "scipy"} & set(sys.modules))
+assert not heavy, heavy
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

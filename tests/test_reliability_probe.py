@@ -349,10 +349,10 @@ def test_a_train_size_beyond_the_split_is_the_whole_split(settings, tiny_backbon
 # --- 9. cached estimates ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("damage", [
-    lambda saved: saved["calibration"].update(seconds_per_step=float("nan")),
-    lambda saved: saved["calibration"].update(forward_per_second=1e-300),
-    lambda saved: saved["calibration"].update(load_seconds="fast"),
-    lambda saved: saved.update(calibration={"seconds_per_step": 1.0}),
+    lambda saved: saved["speed"].update(seconds_per_step=float("nan")),
+    lambda saved: saved["speed"].update(forward_per_second=1e-300),
+    lambda saved: saved["speed"].update(load_seconds="fast"),
+    lambda saved: saved.update(speed={"seconds_per_step": 1.0}),
     lambda saved: saved.update(sha256="0" * 64),
     lambda saved: _resealed(saved, seconds_per_step=float("nan")),
     lambda saved: _resealed(saved, forward_per_second=1e309),
@@ -361,23 +361,23 @@ def test_a_train_size_beyond_the_split_is_the_whole_split(settings, tiny_backbon
     lambda saved: saved.clear(),
 ], ids=["nan", "edited-value", "string", "missing-fields", "bad-checksum", "nan-resealed", "inf-resealed",
         "string-resealed", "negative-resealed", "empty"])
-def test_an_invalid_cached_calibration_is_not_used(tmp_path, damage):
+def test_an_invalid_cached_speed_measurement_is_not_used(tmp_path, damage):
     from dataclasses import asdict
 
     from robench.core.manifest import content_digest
-    from robench.runs.estimate import Calibration, _cached_calibration
+    from robench.runs.estimate import ModelSpeed, _cached_speed
 
-    good = Calibration(seconds_per_step=0.5, forward_per_second=200.0, load_seconds=1.0)
-    path = tmp_path / "calibration.json"
-    saved = {"calibration": asdict(good), "sha256": content_digest(asdict(good)), "measured": time.time()}
+    good = ModelSpeed(seconds_per_step=0.5, forward_per_second=200.0, load_seconds=1.0)
+    path = tmp_path / "speed.json"
+    saved = {"speed": asdict(good), "sha256": content_digest(asdict(good)), "measured": time.time()}
     path.write_text(json.dumps(saved))
-    assert _cached_calibration(path) == good
+    assert _cached_speed(path) == good
     damage(saved)
     path.write_text(json.dumps(saved))
-    assert isinstance(_cached_calibration(path), str)  # why it is not used: measured again
+    assert isinstance(_cached_speed(path), str)  # why it is not used: measured again
     path.write_bytes(b"\xff\x00")
-    assert isinstance(_cached_calibration(path), str)
-    assert _cached_calibration(tmp_path / "none.json") is None
+    assert isinstance(_cached_speed(path), str)
+    assert _cached_speed(tmp_path / "none.json") is None
 
 
 def test_a_dry_run_with_an_invalid_cached_estimate_measures_again(capsys, base, settings, tiny_backbone, caplog):
@@ -389,7 +389,7 @@ def test_a_dry_run_with_an_invalid_cached_estimate_measures_again(capsys, base, 
                            settings, attack=False)
     path = _cache_path(resolved, pick_device("cpu"))
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"calibration": {"seconds_per_step": float("nan"), "forward_per_second": "fast",
+    path.write_text(json.dumps({"speed": {"seconds_per_step": float("nan"), "forward_per_second": "fast",
                                                 "load_seconds": 1e308}, "sha256": "x"}))
     with caplog.at_level(logging.WARNING, "robench"):
         code, out, lines = _cli(capsys, "train", *base, "--lr", "5e-5", "--dry-run")
@@ -400,11 +400,11 @@ def test_a_dry_run_with_an_invalid_cached_estimate_measures_again(capsys, base, 
 
 
 def _resealed(saved: dict, **values) -> None:
-    """Edit calibration values and write a matching checksum: only the value checks can tell."""
+    """Edit measured values and write a matching checksum: only the value checks can tell."""
     from robench.core.manifest import content_digest
 
-    saved["calibration"].update(values)
-    saved["sha256"] = content_digest(saved["calibration"])
+    saved["speed"].update(values)
+    saved["sha256"] = content_digest(saved["speed"])
 
 
 # --- 10. a full disk -------------------------------------------------------------------------

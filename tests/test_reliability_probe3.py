@@ -120,9 +120,9 @@ def test_a_dry_run_does_not_call_a_record_with_an_edited_csv_finished(capsys, wh
     assert code == 0 and "(to run)" in out and "(finished)" not in out, out
 
 
-# --- silent 4: the calibration is keyed by the data, not the task's name ------------------------------------
+# --- silent 4: the speed measurement is keyed by the data, not the task's name ------------------------------------
 
-def test_two_task_files_of_one_name_never_share_a_calibration(settings, tiny_backbone, tmp_path):
+def test_two_task_files_of_one_name_never_share_a_speed_measurement(settings, tiny_backbone, tmp_path):
     from robench.data.file_tasks import file_task_definition
     from robench.runs.estimate import _cache_path
     from robench.runs.resolve import resolve_run
@@ -445,7 +445,7 @@ def _checkpoint_key(settings, tmp_path, backbone):
     return settings.data_dir / "sst2" / "train.tsv", lambda: checkpoint_key(_resolved(settings, backbone))
 
 
-def _calibration(settings, tmp_path, backbone):
+def _speed_measurement(settings, tmp_path, backbone):
     from robench.runs.estimate import _cache_path
 
     return settings.data_dir / "sst2" / "dev.tsv", \
@@ -495,7 +495,8 @@ def _run_record(settings, tmp_path, backbone):
 
 CACHES = {"file hash (sha256.json and in memory)": _file_hash, "a loaded split (in memory)": _split_memo,
           "run id (finished record, partial file)": _run_id, "checkpoint key": _checkpoint_key,
-          "calibration": _calibration, "analysis id": _analysis_id, "given checkpoint's identity": _given_checkpoint,
+          "speed measurement": _speed_measurement, "analysis id": _analysis_id,
+          "given checkpoint's identity": _given_checkpoint,
           "synonym table and lexicon inputs": _synonym_table_key, "run record and its CSV": _run_record}
 
 

@@ -22,9 +22,9 @@ from robench.engine.resources import (
     stopwords,
     synonym_table,
 )
-from robench.engine.resources.calibration import calibration_pairs
 from robench.engine.resources.counterfit import CounterFitConfig, counter_fit, normalise, pair_ids, top_neighbours
 from robench.engine.resources.mlm_build import mask_tokens, masked_logits
+from robench.engine.resources.threshold_calibration import calibration_pairs
 
 TOY = ["good", "bad", "great", "awful", "fine", "table"]
 

@@ -1,14 +1,16 @@
 """`robench bench estimate`: the upfront cost estimate against real runs, stage by stage.
 
-For each model, the estimate is made exactly as `robench run` makes it (a fresh calibration of the real model
+For each model, the estimate is made exactly as `robench run` makes it (the real model freshly timed
 on this device), then the same spec runs for real in a scratch cache (nothing reused; the built attack
 resources are shared) and the measured stage times are printed beside the estimated ones with their ratio.
 The defaults train real classifiers (1,000 SST-2 examples, one epoch): the estimate's queries per word were
 measured against real classifiers, and is only meant for them.
 
 `robench bench estimate --dry-run` times the answer instead: for each model, `robench run ... --dry-run` as a
-new process with a fresh cache (first: no calibration cached, so it calibrates), then the same command again
-(calibration cached), wall-clock seconds from process start to exit, against the `DRY_RUN_TARGET`.
+new process with a fresh cache (first: no speed measurement cached, so it times the model), then the same command
+again (measurement cached): wall-clock seconds from process start to exit against the `DRY_RUN_TARGET`, the
+CPU seconds beside them (a loaded machine stretches the first, not the second), and the total the first one
+estimated.
 """
 from __future__ import annotations
 
@@ -77,26 +79,37 @@ def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: C
 
 
 def dry_run_bench(options: EstimateBenchOptions, settings: Settings) -> list[dict]:
-    """Wall seconds of `robench run --dry-run` for each model as a new process, with a fresh cache (it calibrates)
-    and then again (calibration cached); prints a table against `DRY_RUN_TARGET` and returns its rows."""
+    """Wall seconds of `robench run --dry-run` for each model as a new process, with a fresh cache (it times the model)
+    and then again (measurement cached); prints a table against `DRY_RUN_TARGET` and returns its rows."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="robench-bench-dry-run-") as tmp:
         scratch = _scratch_settings(settings, Path(tmp))
         for model in options.models:
-            times = [_timed_dry_run(options, model, scratch) for _ in ("first", "again")]
-            rows.append({"model": model, "first": times[0], "again": times[1], "target": DRY_RUN_TARGET})
+            first, again = (_timed_dry_run(options, model, scratch) for _ in ("first", "again"))
+            rows.append({"model": model, "first": first.wall, "first_cpu": first.cpu, "again": again.wall,
+                         "again_cpu": again.cpu, "estimated": first.estimate, "target": DRY_RUN_TARGET})
     table = Table(title=f"robench run --dry-run ({options.task}, {options.attack}, train {options.train_size}, "
-                        f"eval {options.eval_size}, device {options.device}): wall seconds, new process")
-    for col in ("model", "first (calibrates)", "again (calibration cached)", f"first <= {DRY_RUN_TARGET:.0f} s"):
-        table.add_column(col, justify="left" if col == "model" else "right")
+                        f"eval {options.eval_size}, device {options.device}), a new process, wall / CPU seconds: first "
+                        "with no speed measurement cached (it times the model), then again")
+    for col in ("model", "first", "again", f"first <= {DRY_RUN_TARGET:.0f} s", "first's estimate"):
+        table.add_column(col, justify="left" if col in ("model", "first's estimate") else "right")
     for r in rows:
-        table.add_row(r["model"], f"{r['first']:.1f}", f"{r['again']:.1f}", "yes" if r["first"] <= r["target"]
-                      else "no")
+        table.add_row(r["model"], f"{r['first']:.1f} / {r['first_cpu']:.1f}", f"{r['again']:.1f} / "
+                      f"{r['again_cpu']:.1f}", "yes" if r["first"] <= r["target"] else "no",
+                      r["estimated"].partition(": ")[2])
     Console().print(table)
     return rows
 
 
-def _timed_dry_run(options: EstimateBenchOptions, model: str, settings: Settings) -> float:
+@dataclass(frozen=True)
+class DryRunTiming:
+    wall: float
+    cpu: float  # the process's user + system seconds
+    estimate: str  # the estimate's first line, e.g. "estimate on cpu: total ~4 min"
+
+
+def _timed_dry_run(options: EstimateBenchOptions, model: str, settings: Settings) -> DryRunTiming:
+    import os
     import subprocess
     import sys
     import time
@@ -111,12 +124,14 @@ def _timed_dry_run(options: EstimateBenchOptions, model: str, settings: Settings
             "--results-dir", str(settings.results_dir), "--dry-run"]
     if settings.data_dir is not None:
         argv += ["--data-dir", str(settings.data_dir)]
-    start = time.perf_counter()
+    start, before = time.perf_counter(), os.times()
     done = subprocess.run(argv, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+    seconds, after = time.perf_counter() - start, os.times()
     if done.returncode != 0:
         raise RobenchError(f"the dry run of {model} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return seconds
+    cpu = after.children_user + after.children_system - before.children_user - before.children_system
+    estimate = next((line for line in done.stdout.splitlines() if line.startswith("estimate on ")), "")
+    return DryRunTiming(seconds, cpu, estimate)
 
 
 def _scratch_settings(settings: Settings, tmp: Path) -> Settings:

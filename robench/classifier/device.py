@@ -1,14 +1,21 @@
-"""Device selection and mixed precision: CPU everywhere, bf16 autocast on CUDA."""
+"""Device selection and mixed precision: CPU everywhere, bf16 autocast on CUDA.
+
+torch is imported where it is used, so that importing this module (and the attack engine above it) costs nothing:
+reports name recipes and read their parameters without loading torch."""
 from __future__ import annotations
 
 import contextlib
-
-import torch
+from typing import TYPE_CHECKING
 
 from robench.core.errors import RobenchError
 
+if TYPE_CHECKING:
+    import torch
+
 
 def pick_device(name: str = "auto") -> torch.device:
+    import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -29,16 +36,24 @@ BATCH_OVERHEAD_TOKENS = {"cpu": 64, "cuda": 8192}
 def batch_size_for(device: torch.device | str) -> int:
     """Inputs per forward pass on `device`: 64 on CPU (larger batches gain nothing there and pad more), 512 on
     CUDA (short texts need wide batches to fill a GPU); any other device type gets the CPU value."""
-    return BATCH_SIZES.get(torch.device(device).type, BATCH_SIZES["cpu"])
+    return BATCH_SIZES.get(_device_type(device), BATCH_SIZES["cpu"])
 
 
 def batch_overhead_for(device: torch.device | str) -> int:
     """The per-batch cost on `device` in padded tokens (`BATCH_OVERHEAD_TOKENS`; other types: the CPU value)."""
-    return BATCH_OVERHEAD_TOKENS.get(torch.device(device).type, BATCH_OVERHEAD_TOKENS["cpu"])
+    return BATCH_OVERHEAD_TOKENS.get(_device_type(device), BATCH_OVERHEAD_TOKENS["cpu"])
+
+
+def _device_type(device: torch.device | str) -> str:
+    import torch
+
+    return torch.device(device).type
 
 
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     """bf16 autocast on CUDA; full precision on CPU (bf16 matmuls are slow on most CPUs)."""
     if device.type == "cuda":
+        import torch
+
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()

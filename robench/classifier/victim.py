@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
-import torch
 
 from robench.classifier.device import autocast, batch_overhead_for, batch_size_for
 from robench.core.errors import RobenchError
 from robench.core.text import excerpt
+
+if TYPE_CHECKING:  # torch is imported where a model runs: naming a recipe and reading its parameters loads none
+    import torch
 
 Text = tuple[str, ...]  # one string per task text field
 
@@ -237,9 +239,10 @@ class Victim(BaseVictim):
                              return_tensors="pt")
         return {k: v.to(self.device) for k, v in enc.items()}
 
-    @torch.inference_mode()
     def _forward(self, batch: Sequence[Text]) -> np.ndarray:
-        with autocast(self.device):
+        import torch
+
+        with torch.inference_mode(), autocast(self.device):
             logits = self.model(**self.encode(batch)).logits.float()
         _require_finite(logits.cpu().numpy(), len(batch), "the model")
         return torch.softmax(logits, dim=-1).cpu().numpy()
@@ -255,6 +258,8 @@ class CallableVictim(BaseVictim):
 
     def __init__(self, fn: Callable[[list], Any], num_labels: int, *, batch_size: int = 64,
                  label_order: Sequence[int] | None = None, device: torch.device | None = None) -> None:
+        import torch
+
         super().__init__(batch_size=batch_size, label_order=label_order)
         self.fn = fn
         self._num_labels = num_labels
@@ -265,6 +270,8 @@ class CallableVictim(BaseVictim):
         return self._num_labels
 
     def _forward(self, batch: Sequence[Text]) -> np.ndarray:
+        import torch
+
         inputs = [x[0] if len(x) == 1 else tuple(x) for x in batch]
         out = self.fn(inputs)
         if isinstance(out, torch.Tensor):

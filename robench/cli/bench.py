@@ -225,7 +225,7 @@ def _add_estimate(sub) -> None:
     p.add_argument("--eval-size", type=int, help="default: 20")
     p.add_argument("--seed", type=int)
     p.add_argument("--dry-run", action="store_true",
-                   help="time `robench run --dry-run` as a new process, first (it calibrates) and again, against "
+                   help="time `robench run --dry-run` as a new process, first (it times the model) and again, against "
                         "the 15 s target, instead of estimating and running")
     add_common_args(p)
     p.set_defaults(handler=cmd_estimate)

@@ -77,7 +77,7 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
                    help="validate, print the resolved spec, where its checkpoint and record go, whether they are "
                         "cached, and the cost estimate; then exit without training")
     p.add_argument("--no-estimate", action="store_true",
-                   help="skip the cost estimate (and the calibration of the model behind it)")
+                   help="skip the cost estimate (and timing the model behind it)")
     add_common_args(p)
 
 
@@ -159,8 +159,19 @@ def progress_console(args) -> Console | None:
 
 
 def say_estimate(estimate, note: str = "", grid: bool = False) -> None:
-    """The one estimate line (and how to make a long CPU run cheaper), on stderr before any work starts."""
+    """The estimate's lines with this process's start-up (and how to make a long CPU run cheaper), on stderr
+    before any work starts."""
+    lines = with_startup(estimate).lines()
     err = Console(stderr=True)
-    err.print(estimate.line() + (f" ({note})" if note else ""), highlight=False, markup=False)
+    err.print("\n".join([lines[0] + (f" ({note})" if note else ""), *lines[1:]]), highlight=False, markup=False)
     if (advice := estimate.advice(grid)) is not None:
         err.print(f"hint: {advice}", highlight=False, markup=False)
+
+
+def with_startup(estimate):
+    """`estimate` with the start-up a new robench process for it pays: this process's seconds from its start to
+    now (imports, reading the data), less the time the estimate spent timing the model."""
+    from robench.runs.estimate import process_seconds
+
+    seconds = process_seconds()
+    return estimate.with_startup(None if seconds is None else seconds - estimate.measuring_seconds)

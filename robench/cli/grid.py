@@ -27,7 +27,7 @@ def add_parser(subparsers) -> None:
                         "(overrides [resources] gpus)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells and train jobs; run nothing")
     p.add_argument("--no-estimate", action="store_true",
-                   help="skip the cost estimate (and the calibration of each model behind it)")
+                   help="skip the cost estimate (and timing each model behind it)")
     add_common_args(p)
     p.set_defaults(handler=cmd_grid)
 

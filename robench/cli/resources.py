@@ -145,7 +145,7 @@ def _add_build_head_parser(rsub) -> None:
 
 def _cmd_calibrate(args) -> None:
     from robench.classifier.device import pick_device
-    from robench.engine.resources import PAPER_THRESHOLDS, calibrate
+    from robench.engine.resources import PAPER_THRESHOLDS, calibrate_thresholds
 
     extra = []
     for item in args.threshold:
@@ -154,6 +154,6 @@ def _cmd_calibrate(args) -> None:
             extra.append(("window", metric, float(value)))
         except ValueError as exc:
             raise RobenchError(f"--threshold must look like angular:0.84, got {item!r}") from exc
-    result = calibrate(_settings(args), pick_device(args.device), args.pairs,
+    result = calibrate_thresholds(_settings(args), pick_device(args.device), args.pairs,
                        thresholds=PAPER_THRESHOLDS + tuple(extra))
     print(json.dumps(result, indent=2))

@@ -14,6 +14,7 @@ from robench.cli.common import (
     say_estimate,
     settings_from_args,
     specs_from_args,
+    with_startup,
 )
 from robench.core.errors import RobenchError
 
@@ -110,7 +111,7 @@ def dry_run(args, settings, attack: bool) -> None:
 
 
 def plan_lines(spec, settings, device: str, attack: bool, cost: bool = True):
-    """The plan of `spec` and the lines a dry run prints for it (calibration progress goes to stderr)."""
+    """The plan of `spec` and the lines a dry run prints for it (timing the model goes to stderr)."""
     import json
 
     from robench.runs.runner import plan
@@ -128,7 +129,7 @@ def plan_lines(spec, settings, device: str, attack: bool, cost: bool = True):
                      "no cost estimate (--no-estimate)" if not cost else
                      "no cost estimate for a model robench did not train")
     else:
-        lines.append(p.estimate.line())
+        lines += with_startup(p.estimate).lines()
         if (advice := p.estimate.advice()) is not None:
             lines.append(f"hint: {advice}")
     return p, lines

@@ -64,7 +64,7 @@ def bounded(default: Any, low: float | None = None, high: float | None = None, *
             high_open: bool = False, cost: bool = True) -> Any:
     """A dataclass field whose value `check_fields` keeps inside [low, high] (open ends on request). `cost=False`:
     its value does not change how long a training step or a prediction takes (a step size, a weight that is never
-    0), so the cost calibration (`robench.runs.estimate`) is shared across its values."""
+    0), so the estimate's speed measurement (`robench.runs.estimate`) is shared across its values."""
     return dataclasses.field(default=default, metadata={"range": Range(low, high, low_open, high_open),
                                                         "cost": cost})
 

@@ -21,12 +21,11 @@ x_i - y_si: (MS_example - (S + 1) MS_residual) / S, floored at 0. t = D / se on 
 (the seed part's: the Satterthwaite df of the sum is never lower, so S - 1 errs on the safe side; it is
 `robench.report.stats.two_sided_tail` at seed share 1, and no p-value where every cell is alike). The verdict
 rule is the paired comparison's (`robench.report.stats.verdict`, MIN_SEEDS baseline seeds); its size under the
-fitted null is checked by simulation in tests/test_calibration.py.
+fitted null is checked by simulation in tests/test_verdict_simulation.py.
 """
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from robench.report.stats import CONFIDENCE, mean_squares, two_sided_tail
 
@@ -36,6 +35,8 @@ def single_arrays(single: np.ndarray, seeds: np.ndarray, confidence: float = CON
     """The checkpoint minus the baseline in accuracy under attack, for complete (..., n) outcomes of the
     checkpoint and (..., S, n) of the baseline's S >= 2 seeds (1: correct under attack): (difference, low,
     high, se, df, p), vectorised over leading axes (the simulation calls this same function)."""
+    from scipy import stats as scipy_stats  # imported when used (robench.report.stats)
+
     single = np.asarray(single, dtype=np.float64)
     seeds = np.asarray(seeds, dtype=np.float64)
     count, n = seeds.shape[-2:]

@@ -29,10 +29,10 @@ replication unit, crossed with the example. Both are random.
 * `exact_sign_pvalue`: the exact one-sided sign (McNemar) test on the discordant examples of ONE trained model
   under two attacks, conditional on that checkpoint (`robench.report.worstcase.blackbox_stronger`).
 
-MIN_SEEDS and the choice of the estimators come from simulation (`robench.report.calibration`,
+MIN_SEEDS and the choice of the estimators come from simulation (`robench.report.verdict_simulation`,
 docs/statistics.md): at S = 3 the Satterthwaite test's size reached 7.6-7.9% in some fitted scenarios; from
 S = 4 the test's size stays within [2.5%, 7.5%] and Holm's family-wise error over 25 comparisons below 5% on the
-AdvGLUE fit (tests/test_calibration.py).
+AdvGLUE fit (tests/test_verdict_simulation.py).
 """
 from __future__ import annotations
 
@@ -40,9 +40,6 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import special
-from scipy import stats as scipy_stats
-from scipy.optimize import brentq
 
 CONFIDENCE = 0.95
 ALPHA = 0.05  # two-sided level of every verdict, after Holm's adjustment over the family
@@ -189,6 +186,8 @@ def _chi2_nodes(df: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes u and weights of E f(U) for U ~ chi-square on `df` degrees of freedom: the trapezoid rule in log u
     from the 1e-14 to the 1 - 1e-14 quantile, TAIL_NODES nodes (at w = 1 `two_sided_tail` is within 1e-7
     relative and 1e-13 absolute of Student's t tail: tests/test_stats.py)."""
+    from scipy import stats as scipy_stats  # imported when used: `show` and `--help` need none
+
     x = np.linspace(np.log(scipy_stats.chi2.ppf(1e-14, df)), np.log(scipy_stats.chi2.isf(1e-14, df)), TAIL_NODES)
     u = np.exp(x)
     weight = scipy_stats.chi2.pdf(u, df) * u
@@ -201,6 +200,8 @@ def two_sided_tail(t: np.ndarray, seed_share: np.ndarray, seed_df: int) -> np.nd
     w = seed_share, k = seed_df): the generalized pivot of the paired statistic, with the seed mean square's
     share w of the variance random on its S - 1 df and the example part taken as known. w = 1: Student's t on
     k df exactly; w = 0: the normal. Deterministic quadrature (`_chi2_nodes`), vectorised over t and w."""
+    from scipy import special
+
     u, weight = _chi2_nodes(seed_df)
     t, w = np.broadcast_arrays(np.asarray(t, dtype=np.float64), np.asarray(seed_share, dtype=np.float64))
     scale = np.sqrt(w[..., None] * seed_df / u + (1.0 - w[..., None]))
@@ -209,6 +210,8 @@ def two_sided_tail(t: np.ndarray, seed_share: np.ndarray, seed_df: int) -> np.nd
 
 def tail_quantile(probability: float, seed_share: np.ndarray, seed_df: int) -> np.ndarray:
     """The t with `two_sided_tail(t, seed_share, seed_df)` = `probability` (bisection, vectorised over w)."""
+    from scipy import stats as scipy_stats
+
     w = np.asarray(seed_share, dtype=np.float64)
     low = np.zeros_like(w)
     high = np.full_like(w, 2 * scipy_stats.t.isf(probability / 2, seed_df) + 10)
@@ -222,7 +225,7 @@ def tail_quantile(probability: float, seed_share: np.ndarray, seed_df: int) -> n
 def paired_arrays(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The vectorised paired test of complete (..., S, n) tables of per-example differences (-1, 0, +1):
     (mean, se, seed_share, p); p is nan where every cell is alike (no variation, se 0). The simulation
-    (`robench.report.calibration`) calls this same function."""
+    (`robench.report.verdict_simulation`) calls this same function."""
     diffs = np.asarray(diffs)
     seeds = diffs.shape[-2]
     value = diffs.mean((-2, -1), dtype=np.float64)
@@ -262,6 +265,10 @@ def detectable_difference(se: float, seed_share: float, seed_df: int, power: flo
     it sees (interpolated on a grid of seed shares); the power is the quadrature over U of the two normal tails,
     and the difference is where it crosses `power`.
     """
+    from scipy import special
+    from scipy import stats as scipy_stats
+    from scipy.optimize import brentq
+
     if not (se == se and seed_share == seed_share) or se <= 0:
         return float("nan")
     seed_true = seed_share * seed_df / scipy_stats.chi2.median(seed_df)  # in units of se^2
@@ -307,6 +314,8 @@ def wilson_interval(successes: float, n: float, confidence: float = CONFIDENCE,
                     df: float = float("inf")) -> tuple[float, float]:
     """The Wilson score interval of `successes` out of `n` (both may be effective, non-integer counts), with the
     normal quantile, or the t quantile on `df` degrees of freedom."""
+    from scipy import stats as scipy_stats
+
     if n <= 0:
         return float("nan"), float("nan")
     z = float(scipy_stats.t.ppf(0.5 + confidence / 2, df)) if np.isfinite(df) else \
@@ -371,6 +380,8 @@ def binary_interval(outcomes: np.ndarray, confidence: float = CONFIDENCE) -> Est
 def exact_sign_pvalue(more: int, fewer: int) -> float:
     """One-sided exact sign test (McNemar's, exact) that `more` discordant examples out of `more + fewer` is
     more than chance (probability 1/2 each); 1 when nothing is discordant."""
+    from scipy import stats as scipy_stats
+
     if more + fewer == 0:
         return 1.0
     return float(scipy_stats.binomtest(more, more + fewer, 0.5, alternative="greater").pvalue)

@@ -1,5 +1,9 @@
-"""An upfront estimate of a run's cost, from a few seconds of calibration on the real model and device.
+"""An upfront estimate of a run's cost, from a few seconds of timing the real model on the real device.
 
+* start-up  = this process's seconds from its start to the estimate, less the time spent measuring speeds (the CLI
+  adds it: imports and reading the data, which a new process for the run does again);
+* builds    = each attack resource the run builds on first use and that is not in the cache yet (the lexicon's
+  relations, the synonym lexicon), at its known cost (the seconds its phase line names);
 * training  = optimisation steps x the measured seconds per step of this defense's objective at this batch
   size (so IM-BERT's solver, FreeLB's ascent steps and SMART's regulariser are all in the measurement)
   + one evaluation of the dev split (after the last epoch) at the measured inference rate + loading the model;
@@ -8,18 +12,19 @@
   attack one per example, times `SEARCH_OVERHEAD` for the work outside the victim (candidates, POS tags,
   sentence encoder: 10% of TextFooler's time when profiled, docs/results.md).
 
-Calibrations are cached under `<cache_dir>/estimates/`, keyed by the defence and its cost-relevant parameters
-(a parameter declared `bounded(..., cost=False)`, a step size, is left out), backbone, device, torch threads,
-task and the content fingerprint of its train and eval data (`ResolvedRun.train_data`: two task files of one
-name but other texts never share a calibration), batch size, maximum length and the code version
+Speed measurements (`ModelSpeed`) are cached under `<cache_dir>/estimates/`, keyed by the defence and its
+cost-relevant parameters (a parameter declared `bounded(..., cost=False)`, a step size, is left out), backbone,
+device, torch threads, task and the content fingerprint of its train and eval data (`ResolvedRun.train_data`: two
+task files of one name but other texts never share a measurement), batch size, maximum length and the code version
 (`code_version`: robench's version, torch's, and the source of the training loop, the victim and the defences),
-with the checksum of their values. Staleness: a
-calibration older than CALIBRATION_MAX_AGE is measured again (the machine's load changes), and so is a cache
+with the checksum of their values: one measurement serves every seed and eval size of a setting. Staleness: a
+measurement older than SPEED_MAX_AGE is taken again (the machine's load changes), and so is a cache
 file that is damaged, edited or holds a value that is not a positive finite number (with a warning).
 `robench bench estimate` compares the estimate with real runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -38,9 +43,11 @@ from robench.data.loading import load_split, subset, texts_of
 from robench.runs.resolve import ResolvedRun
 
 SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
-CALIBRATION_FORMAT = 6  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
-# 6: keyed by the data's content
-CALIBRATION_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older calibration is measured again
+SPEED_FORMAT = 7  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
+# 6: keyed by the data's content; 7: two timed steps and 8 timed texts (a first dry run in seconds)
+SPEED_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older measurement is taken again
+TIMED_STEPS = 2  # optimisation steps timed after one warm-up step
+TIMED_TEXTS = 8  # texts whose leave-one-word-out variants are timed, after 2 warm-up texts
 COST_SOURCES = ("robench/training", "robench/classifier/victim.py", "models")  # code whose change changes the cost
 log = logging.getLogger(__name__)
 CPU_HOUR_ADVICE = 3600.0
@@ -48,12 +55,20 @@ Say = Callable[[str], None]  # hears progress lines (the CLI prints them on stde
 
 
 @dataclass(frozen=True)
-class Calibration:
-    """What this machine measured for one model at one batch size."""
+class ModelSpeed:
+    """How fast one model trains and predicts on this machine, at one batch size (measured, then cached)."""
 
     seconds_per_step: float  # one optimisation step (forward, backward, optimiser) at the run's batch size
     forward_per_second: float  # inference rate on attack-shaped queries (leave-one-word-out variants), per second
     load_seconds: float  # building the model from the backbone
+
+
+@dataclass(frozen=True)
+class Build:
+    """An attack resource a run builds on first use, and what building it costs."""
+
+    what: str
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -64,18 +79,30 @@ class CostEstimate:
     attack_examples: int
     device: str
     attack_queries: float = 0.0  # the model queries the attack estimate assumes
+    builds: tuple[Build, ...] = ()  # resources the run builds (not in the cache yet)
+    startup_seconds: float | None = None  # a new process's imports and data reading (None: not counted)
+    measuring_seconds: float = 0.0  # what making this estimate spent timing the model (no part of the run)
 
     @property
     def total_seconds(self) -> float:
-        return (self.train_seconds or 0.0) + (self.attack_seconds or 0.0)
+        return ((self.train_seconds or 0.0) + (self.attack_seconds or 0.0) + (self.startup_seconds or 0.0)
+                + sum(b.seconds for b in self.builds))
 
-    def line(self) -> str:
-        train = "cached checkpoint" if self.train_seconds is None else \
-            f"~{duration(self.train_seconds)} ({self.train_examples} examples)"
-        parts = [f"train {train}"]
+    def with_startup(self, seconds: float | None) -> CostEstimate:
+        return dataclasses.replace(self, startup_seconds=None if seconds is None else max(seconds, 0.0))
+
+    def lines(self) -> list[str]:
+        """The total, then one indented line per part: start-up, each build, training, attack."""
+        parts = []
+        if self.startup_seconds is not None:
+            parts.append(f"start-up ~{duration(self.startup_seconds)} (imports and reading the data, as measured "
+                         "in this process)")
+        parts += [f"build {b.what} ~{duration(b.seconds)} (first use; cached after)" for b in self.builds]
+        parts.append("train: cached checkpoint" if self.train_seconds is None else
+                     f"train ~{duration(self.train_seconds)} ({self.train_examples} examples)")
         if self.attack_seconds is not None:
             parts.append(f"attack ~{duration(self.attack_seconds)} ({self.attack_examples} examples)")
-        return f"estimate on {self.device}: " + ", ".join(parts) + f"; total ~{duration(self.total_seconds)}"
+        return [f"estimate on {self.device}: total ~{duration(self.total_seconds)}", *(f"  {p}" for p in parts)]
 
     def advice(self, grid: bool = False) -> str | None:
         """How to bring a long CPU run (or grid) down, or None."""
@@ -92,9 +119,11 @@ def total_estimate(estimates: list[CostEstimate], device: torch.device) -> CostE
     """Several runs' estimates added up (a grid: the sum of its jobs' work, before parallel workers divide it)."""
     trains = [e.train_seconds for e in estimates if e.train_seconds is not None]
     attacks = [e.attack_seconds for e in estimates if e.attack_seconds is not None]
+    builds = tuple(dict.fromkeys(b for e in estimates for b in e.builds))  # each resource is built once
     return CostEstimate(sum(trains) if trains else None, sum(attacks) if attacks else None,
-                    sum(e.train_examples for e in estimates if e.train_seconds is not None),
-                    sum(e.attack_examples for e in estimates), str(device))
+                        sum(e.train_examples for e in estimates if e.train_seconds is not None),
+                        sum(e.attack_examples for e in estimates), str(device), builds=builds,
+                        measuring_seconds=sum(e.measuring_seconds for e in estimates))
 
 
 def duration(seconds: float) -> str:
@@ -106,15 +135,18 @@ def duration(seconds: float) -> str:
 
 
 def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist: bool = True,
-             memo: dict[Path, Calibration] | None = None, say: Say | None = None) -> CostEstimate:
-    """The estimated cost of `run` on `device` (calibrating the model first unless a measurement is cached).
+             memo: dict[Path, ModelSpeed] | None = None, say: Say | None = None) -> CostEstimate:
+    """The estimated cost of `run` on `device` (timing the model first unless its speed is cached), without the
+    start-up (`CostEstimate.with_startup`: the CLI knows its process's).
 
-    `persist=False` caches no new calibration; `memo` keeps calibrations across calls in one process; `say` hears
-    when it has to calibrate, and how long that took."""
+    `persist=False` caches no new measurement; `memo` keeps measurements across calls in one process; `say` hears
+    when it has to time the model, and how long that took."""
     spec, settings, task = run.spec, run.settings, run.task
     train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
     dev = load_split(task, "eval", settings.data_dir, spec.data_source)
-    cal = calibration(run, device, train, dev, persist, {} if memo is None else memo, say)
+    start = time.perf_counter()
+    speed = model_speed(run, device, train, dev, persist, {} if memo is None else memo, say)
+    measuring = time.perf_counter() - start
     attacked, eval_data = 0, None
     if run.recipe is not None:
         split = dev if run.recipe.examples is None else run.recipe.examples(task, settings, spec.data_source)
@@ -127,15 +159,54 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
     if not train_cached:
         sizes = run.defense.epoch_sizes(run.model_params, len(train), spec.train.epochs)  # a2t adds examples
         steps = sum(math.ceil(n / spec.train.batch_size) for n in sizes)
-        train_seconds = (cal.load_seconds + steps * cal.seconds_per_step + len(dev) / cal.forward_per_second
-                         + SEARCH_OVERHEAD * extra.get("train", 0.0) / cal.forward_per_second)
+        train_seconds = (speed.load_seconds + steps * speed.seconds_per_step + len(dev) / speed.forward_per_second
+                         + SEARCH_OVERHEAD * extra.get("train", 0.0) / speed.forward_per_second)
     attack_seconds, queries = None, 0.0
     if eval_data is not None:
         queries = _queries(run, texts_of(eval_data, task))
         overhead = SEARCH_OVERHEAD if run.recipe.query_cost_per_word else 1.0
-        attack_seconds = (cal.load_seconds + overhead * queries / cal.forward_per_second
-                          + extra.get("attack", 0.0) / cal.forward_per_second)
-    return CostEstimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries)
+        attack_seconds = (speed.load_seconds + overhead * queries / speed.forward_per_second
+                          + extra.get("attack", 0.0) / speed.forward_per_second)
+    return CostEstimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries,
+                        builds=resource_builds(run), measuring_seconds=measuring)
+
+
+def resource_builds(run: ResolvedRun) -> tuple[Build, ...]:
+    """The resources `run` will build, each absent from the cache: the lexicon's relations (every word-swap
+    attack's validity audit reads them) and the synonym lexicon (any recipe or defence whose `synonym_source` is
+    "lexicon"). A built copy is recognised as `robench resources list` does: by its folder in the cache."""
+    from robench.engine.resources.files import resources_dir
+    from robench.engine.resources.lexicon import RELATIONS_BUILD_SECONDS
+    from robench.engine.resources.lexicon_table import LEXICON_BUILD_SECONDS
+
+    built = resources_dir(run.settings)
+    builds = []
+    if _builds_relations(run) and not any(built.glob("relations-*/relations.json")):
+        builds.append(Build("the lexicon's relations", float(RELATIONS_BUILD_SECONDS)))
+    if _uses_lexicon(run) and not any(built.glob("lexicon-*/info.json")):
+        builds.append(Build("the synonym lexicon", float(LEXICON_BUILD_SECONDS)))
+    return tuple(builds)
+
+
+def _builds_relations(run: ResolvedRun) -> bool:
+    return (run.recipe is not None and run.recipe.word_swaps) or _uses_lexicon(run)
+
+
+def _uses_lexicon(run: ResolvedRun) -> bool:
+    """Whether the attack's or the defence's parameters name the synonym lexicon as their synonym source."""
+    return any((params or {}).get("synonym_source") == "lexicon" for params in run.hyperparameters().values())
+
+
+def process_seconds() -> float | None:
+    """Wall seconds since this process started (None where the system does not say: /proc is Linux's)."""
+    import os
+
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(uptime - started_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
 def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:
@@ -145,42 +216,42 @@ def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:
     return sum(1 + per_word * len(text[-1].split()) for text in texts)  # word attacks perturb the last field
 
 
-def calibration(run: ResolvedRun, device: torch.device, train, dev, persist: bool,
-                memo: dict[Path, Calibration], say: Say | None = None) -> Calibration:
-    """The cached calibration of `run` on `device`, or a new measurement (cached when `persist`); `say` hears that
-    it calibrates and how long that took."""
+def model_speed(run: ResolvedRun, device: torch.device, train, dev, persist: bool,
+                memo: dict[Path, ModelSpeed], say: Say | None = None) -> ModelSpeed:
+    """The cached speed of `run`'s model on `device`, or a new measurement (cached when `persist`); `say` hears
+    that it times the model and how long that took."""
     path = _cache_path(run, device)
     if path in memo:
         return memo[path]
-    cached = _cached_calibration(path)
-    if isinstance(cached, Calibration):
+    cached = _cached_speed(path)
+    if isinstance(cached, ModelSpeed):
         memo[path] = cached
         return cached
     if cached is not None and not cached.startswith("measured "):
-        log.warning("cached calibration %s is invalid (%s); measuring again", path, cached)
+        log.warning("cached speed measurement %s is invalid (%s); measuring again", path, cached)
     if say is not None:
-        why = "no calibration cached for this setting" if cached is None else cached
-        say(f"calibrating {run.spec.model} on {device} ({why}): timing 3 training steps and a batch of "
+        why = "no speed measurement cached for this setting" if cached is None else cached
+        say(f"timing {run.spec.model} on {device} ({why}): {TIMED_STEPS} training steps and a batch of "
             "attack-shaped predictions of the real model...")
     start = time.perf_counter()
-    cal = memo[path] = measure(run, device, train, dev)
+    speed = memo[path] = measure_speed(run, device, train, dev)
     if say is not None:
-        say(f"calibrated in {time.perf_counter() - start:.1f} s" + (f"; cached in {path}" if persist else ""))
+        say(f"timed in {time.perf_counter() - start:.1f} s" + (f"; cached in {path}" if persist else ""))
     if persist:
         from robench.core.files import atomic_write
 
-        atomic_write(path, json.dumps({"calibration": asdict(cal), "sha256": content_digest(asdict(cal)),
+        atomic_write(path, json.dumps({"speed": asdict(speed), "sha256": content_digest(asdict(speed)),
                                        "measured": time.time()}))
-    return cal
+    return speed
 
 
-def _cached_calibration(path: Path) -> Calibration | str | None:
-    """The calibration cached at `path`; None when there is none; why it cannot be used when it is damaged,
+def _cached_speed(path: Path) -> ModelSpeed | str | None:
+    """The speed measurement cached at `path`; None when there is none; why it cannot be used when it is damaged,
     edited (it must match the checksum written with it) or holds a value that is not a positive finite number."""
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
-        values = saved["calibration"]
-        if set(values) != {f.name for f in fields(Calibration)}:
+        values = saved["speed"]
+        if set(values) != {f.name for f in fields(ModelSpeed)}:
             return f"its fields are {sorted(values)}"
     except FileNotFoundError:
         return None
@@ -189,17 +260,17 @@ def _cached_calibration(path: Path) -> Calibration | str | None:
     if problem := digest_problem(values, saved.get("sha256")):
         return problem
     measured = saved.get("measured")
-    if not isinstance(measured, (int, float)) or not 0 <= time.time() - measured <= CALIBRATION_MAX_AGE:
+    if not isinstance(measured, (int, float)) or not 0 <= time.time() - measured <= SPEED_MAX_AGE:
         return f"measured {'at an unknown time' if not isinstance(measured, (int, float)) else 'over a week ago'}"
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             return f"{name} is {value!r}, not a positive finite number"
-    return Calibration(**{k: float(v) for k, v in values.items()})
+    return ModelSpeed(**{k: float(v) for k, v in values.items()})
 
 
 def _cache_path(run: ResolvedRun, device: torch.device) -> Path:
     spec = run.spec
-    key = content_hash({"format": CALIBRATION_FORMAT, "model": spec.model, "params": cost_params(run),
+    key = content_hash({"format": SPEED_FORMAT, "model": spec.model, "params": cost_params(run),
                         "backbone": run.backbone.fingerprint, "device": str(device), "task": spec.task,
                         "data": run.train_data,  # the texts timed: a task name says nothing of their length
                         "threads": torch.get_num_threads(), "batch_size": spec.train.batch_size,
@@ -227,7 +298,7 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) -> Calibration:
+def measure_speed(run: ResolvedRun, device: torch.device, train, dev, steps: int = TIMED_STEPS) -> ModelSpeed:
     """Time model loading, `steps` optimisation steps (after one warm-up) and inference, on real examples."""
     from robench.classifier.backbone import load_tokenizer
     from robench.classifier.victim import Victim, defended
@@ -255,15 +326,15 @@ def measure(run: ResolvedRun, device: torch.device, train, dev, steps: int = 3) 
         times.append(time.perf_counter() - start)
 
     victim = Victim(model, tokenizer, device, max_length=spec.train.max_length)
-    texts = texts_of(subset(dev, min(len(dev), 16), 0), task)
-    victim.predict([variant for text in texts[:4] for variant in leave_one_out(text)])  # warm-up, full batches
-    queries = [variant for text in texts[4:] for variant in leave_one_out(text)]
+    texts = texts_of(subset(dev, min(len(dev), 2 + TIMED_TEXTS), 0), task)
+    victim.predict([variant for text in texts[:2] for variant in leave_one_out(text)])  # warm-up
+    queries = [variant for text in texts[2:] for variant in leave_one_out(text)]
     start = time.perf_counter()
     victim.predict(queries)
     rate = len(queries) / (time.perf_counter() - start)
     # a defence that answers each query with several forward passes (SAFER's vote): its rate per query
     rate /= getattr(defended(victim, run.settings), "forwards_per_query", 1)
-    return Calibration(seconds_per_step=sum(times[1:]) / steps, forward_per_second=rate, load_seconds=load_seconds)
+    return ModelSpeed(seconds_per_step=sum(times[1:]) / steps, forward_per_second=rate, load_seconds=load_seconds)
 
 
 def leave_one_out(text: tuple[str, ...]) -> list[tuple[str, ...]]:

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 def _say(line: str) -> None:
-    """A calibration's lines (`estimate`, about 30 s on first use) as phase lines."""
+    """The lines of timing the model for the estimate (`estimate`, on first use) as phase lines."""
     PHASES.info("%s", line)
 
 
@@ -64,22 +64,22 @@ class RunPlan:
     record_finished: bool
     estimate: CostEstimate | None  # None: nothing left to do, a given checkpoint (no estimate), or not asked for
     resolved: ResolvedRun | None = None
-    calibration: Path | None = None  # the cached calibration the estimate came from
+    speed_cache: Path | None = None  # the cached speed measurement the estimate came from
 
 
 def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", attack: bool = True,
          cost: bool = True, say: Callable[[str], None] | None = None) -> RunPlan:
     """Validate `spec` and say where its checkpoint and record go, whether they exist, and what the rest costs
-    (`cost=False`: no estimate, so no calibration).
+    (`cost=False`: no estimate, so no timing of the model).
 
-    Trains nothing and writes nothing but the calibration cache: without a cached calibration, this calibrates
+    Trains nothing and writes nothing but the speed measurement's cache: without a cached one, this times the model
     (`say` hears that it does, and how long it took) and caches it, so that the next dry run answers at once."""
     from robench.runs.estimate import _cache_path
 
     settings = settings or resolve_settings()
     resolved = resolve_run(spec, settings, attack=attack)
     spec = resolved.spec  # with its data fingerprint, so the run id is the one `run` uses
-    given = not spec.trains  # a given checkpoint: nothing to train, and no calibration to estimate from
+    given = not spec.trains  # a given checkpoint: nothing to train, and no measured speed to estimate from
     checkpoint = Path(spec.checkpoint.get("location", "")) if given else \
         settings.checkpoints_dir / checkpoint_key(resolved)
     cached = given or is_cached(checkpoint)
@@ -113,7 +113,7 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     The run id is that of the resolved spec (with its data fingerprint). A second process running the same
     spec waits for the first, then returns its record. `on_estimate` receives the cost estimate of the
     remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
-    calibration to estimate from). `batch_size`: inputs per forward pass of a given checkpoint (default 64)."""
+    measured speed to estimate from). `batch_size`: inputs per forward pass of a given checkpoint (default 64)."""
     settings = settings or resolve_settings()
     with phase("reading the task data and resolving the run"):
         resolved = resolve_run(spec, settings)

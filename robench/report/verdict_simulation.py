@@ -20,7 +20,7 @@ simulated moments (common random numbers). `rejection_rate` runs the verdict rul
 `robench.report.stats` (the same `paired_arrays`, ALPHA and MIN_SEEDS as `robench compare`) on simulated
 pairs of models; `familywise_rate` runs Holm over 25 comparisons with one shared baseline; `detectable_power`
 measures the power at the difference `detectable_difference` prints.
-`python -m robench.report.calibration [RESULTS_DIR [REPS]]` prints the fit and the size and power tables of
+`python -m robench.report.verdict_simulation [RESULTS_DIR [REPS]]` prints the fit and the size and power tables of
 docs/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2; 4,000
 repetitions for the size, a quarter for power).
 """
@@ -52,7 +52,7 @@ class CrossedModel:
     tau_checkpoint: float  # sd of each checkpoint's own effect (probit)
 
 
-# `fit` on the v2 reference records (results/evidence-cpu/reference-v2; tests/test_calibration.py re-fits them)
+# `fit` on the v2 reference records (results/evidence-cpu/reference-v2; tests/test_verdict_simulation.py re-fits them)
 FITTED = {
     "advglue": CrossedModel(mean=0.383, concentration=0.522, rho_seed=0.673, rho_model=0.081, tau_seed=0.077,
                             tau_checkpoint=0.077),
@@ -314,5 +314,5 @@ def main(results_dir: str = "results/evidence-cpu/reference-v2", reps: int = 400
                                  table(model, shift, seeds, examples, cell_reps)))
 
 
-if __name__ == "__main__":  # python -m robench.report.calibration [RESULTS_DIR [REPS]] (no CLI flags: not a command)
+if __name__ == "__main__":  # python -m robench.report.verdict_simulation [RESULTS_DIR [REPS]] (not a command)
     main(*sys.argv[1:2], *(int(a) for a in sys.argv[2:3]))

@@ -1,6 +1,7 @@
 """The verdict rule holds its size, its family-wise error and its printed power under the model fitted to the
-reference records (robench.report.calibration, docs/statistics.md "Calibration"): simulated pairs, and families of
-25 comparisons with one shared baseline, of equally robust models, and pairs one printed "detectable" apart."""
+reference records (robench.report.verdict_simulation, docs/statistics.md "Calibration"): simulated pairs, and
+families of 25 comparisons with one shared baseline, of equally robust models, and pairs one printed "detectable"
+apart."""
 from dataclasses import asdict
 from pathlib import Path
 
@@ -8,7 +9,8 @@ import numpy as np
 import pytest
 
 from robench.core.packed import unpack
-from robench.report.calibration import (
+from robench.report.stats import INSUFFICIENT, MIN_SEEDS, paired_arrays, verdict
+from robench.report.verdict_simulation import (
     FITTED,
     detectable_power,
     familywise_rate,
@@ -17,7 +19,6 @@ from robench.report.calibration import (
     rejection_rate,
     sample,
 )
-from robench.report.stats import INSUFFICIENT, MIN_SEEDS, paired_arrays, verdict
 
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu" / "reference-v2"  # packed
 # repetitions per cell: a 5% rate has a Monte-Carlo sd of 0.5 (2,000) or 0.7 points (1,000); the rule's size at

@@ -51,7 +51,7 @@ def calibration_pairs(settings: Settings, table: SynonymTable, stop: frozenset, 
 
 
 
-def calibrate(settings: Settings, device=None, n: int = 400, seed: int = 0,
+def calibrate_thresholds(settings: Settings, device=None, n: int = 400, seed: int = 0,
               thresholds: Sequence[tuple[str, str, float]] = PAPER_THRESHOLDS) -> dict:
     """Map USE thresholds to MiniLM by matching acceptance fractions on the same perturbed pairs."""
     from scipy.stats import spearmanr
