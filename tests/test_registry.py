@@ -129,7 +129,8 @@ def test_reports_read_a_word_level_recipe_without_torch():
     code = """
 import dataclasses, sys
 from robench.core.params import make_params
-from robench.core.registry import ATTACKS, MODELS
+from robench.engine.attack import ATTACKS
+from robench.training.defense import MODELS
 assert dataclasses.asdict(make_params(ATTACKS.get("textfooler").params, {}, "textfooler"))
 MODELS.get("bert")
 import robench.report.examples, robench.report.identity, robench.report.readings, robench.report.stats
