@@ -662,13 +662,13 @@ def run_models(protocol: Protocol, models: tuple[str, ...], paths: Paths, args: 
     """The models' `robench run` jobs that have no finished record, `jobs` at a time until the deadline; each
     job's start-up (its wall time less the record's) goes into `<out>/calibration.json`."""
     from robench.core.paths import resolve_settings
-    from robench.grid.driver import plan
+    from robench.grid.driver import plan_cells
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)
     rates = load_costs(paths.out).train_rate
     order = sorted(models, key=lambda m: rates.get(m, 0.0))
     pairs = claim_specs(protocol, tuple(order), size, paths)
-    cells, _ = plan([spec for _, spec in pairs], settings)
+    cells, _ = plan_cells([spec for _, spec in pairs], settings)
     todo = [(flags, cell) for (flags, _), cell in zip(pairs, cells) if cell.state != "skipped"]
     command = [sys.executable, "-m", "robench.cli", "run", "--quiet", "--no-estimate", *common_flags(args, paths)]
     done = run_jobs([Job(cell.spec.run_id, [*command, *flags]) for flags, cell in todo], jobs, deadline,

@@ -30,7 +30,7 @@ from robench.core.locks import file_lock
 from robench.core.manifest import folder_manifest, folder_problem
 from robench.core.progress import progress_bar
 from robench.core.types import Objective, Task, TrainingContext
-from robench.data.loading import load_split, subset, texts_of
+from robench.data.loading import subset, texts_of
 from robench.engine.victim import Victim, accuracy, defended
 from robench.training.backbones import load_tokenizer
 from robench.training.config import TrainConfig
@@ -83,8 +83,7 @@ def fine_tune(run: ResolvedRun, device: torch.device, console: Console | None = 
 def _train(run: ResolvedRun, target: Path, device: torch.device, console: Console | None) -> TrainedModel:
     spec, settings, task, defense, params, backbone = (run.spec, run.settings, run.task, run.defense,
                                                        run.model_params, run.backbone)
-    train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
-    dev = load_split(task, "eval", settings.data_dir, spec.data_source)
+    train, dev = subset(run.split("train"), spec.train_size, spec.seed), run.split("eval")
     tokenizer = load_tokenizer(backbone.location)
     from transformers import set_seed
 
