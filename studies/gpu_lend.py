@@ -438,14 +438,16 @@ def attack_whole_split(protocol: Protocol, options, settings, device: str, targe
     """robench's TextFooler alone on `options.examples` texts, timed as `robench bench attack` times it; writes its
     table and profile at `target`; returns the warm-up seconds and the raw forward rate it measured."""
     from robench.bench import attack as bench
-    from robench.runs.runner import train
+    from robench.core.device import pick_device
+    from robench.runs.resolve import resolve_run
+    from robench.runs.runner import train_checkpoint
 
-    spec = bench.specs(options, "local", settings)[bench.ROBENCH]
-    train(spec, settings, device, None)
+    resolved = resolve_run(bench.specs(options, "local", settings)[bench.ROBENCH], settings)
+    train_checkpoint(resolved, pick_device(device))
     start = time.perf_counter()
-    bench.warm_up(spec, settings, device, None)
+    bench.warm_up(resolved, device, None)
     measured = {"warm_up": time.perf_counter() - start}
-    side = bench.attack(spec, settings, device, None)
+    side = bench.attack(resolved, device, None)
     setup = (f"(bert/{protocol.backbone}, train {protocol.victim_train_size}x{protocol.victim_epochs} ep, "
              f"{options.examples} examples, {device}, synonyms {protocol.synonym_source}, encoder "
              f"{protocol.sentence_encoder}; {bench.machine()})")

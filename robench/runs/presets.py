@@ -35,10 +35,11 @@ class Preset:
     def eval_size(self, attack: str) -> int | None:
         """The eval examples `attack` gets: `search_eval_size` when it searches (queries the model per word); a
         replay attack (one query per example) always uses its whole split."""
-        if self.search_eval_size is None:  # the same for every attack: no registry look-up
-            return None
         from robench.core.registry import ATTACKS
 
+        if self.search_eval_size is None:  # the same for every attack: the name is checked, nothing imported
+            ATTACKS.require(attack)
+            return None
         return self.search_eval_size if ATTACKS.get(attack).queries_per_word > 0 else None
 
 
