@@ -438,14 +438,16 @@ def attack_whole_split(protocol: Protocol, options, settings, device: str, targe
     """robench's TextFooler alone on `options.examples` texts, timed as `robench bench attack` times it; writes its
     table and profile at `target`; returns the warm-up seconds and the raw forward rate it measured."""
     from robench.bench import attack as bench
-    from robench.runs.runner import train
+    from robench.classifier.device import pick_device
+    from robench.runs.resolve import resolve_run
+    from robench.runs.runner import train_checkpoint
 
-    spec = bench.specs(options, "local", settings)[bench.ROBENCH]
-    train(spec, settings, device, None)
+    resolved = resolve_run(bench.specs(options, "local", settings)[bench.ROBENCH], settings)
+    train_checkpoint(resolved, pick_device(device))
     start = time.perf_counter()
-    bench.warm_up(spec, settings, device, None)
+    bench.warm_up(resolved, device, None)
     measured = {"warm_up": time.perf_counter() - start}
-    side = bench.attack(spec, settings, device, None)
+    side = bench.attack(resolved, device, None)
     setup = (f"(bert/{protocol.backbone}, train {protocol.victim_train_size}x{protocol.victim_epochs} ep, "
              f"{options.examples} examples, {device}, synonyms {protocol.synonym_source}, encoder "
              f"{protocol.sentence_encoder}; {bench.machine()})")
@@ -662,13 +664,13 @@ def run_models(protocol: Protocol, models: tuple[str, ...], paths: Paths, args: 
     """The models' `robench run` jobs that have no finished record, `jobs` at a time until the deadline; each
     job's start-up (its wall time less the record's) goes into `<out>/calibration.json`."""
     from robench.core.paths import resolve_settings
-    from robench.grid.driver import plan
+    from robench.grid.driver import plan_cells
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)
     rates = load_costs(paths.out).train_rate
     order = sorted(models, key=lambda m: rates.get(m, 0.0))
     pairs = claim_specs(protocol, tuple(order), size, paths)
-    cells, _ = plan([spec for _, spec in pairs], settings)
+    cells, _ = plan_cells([spec for _, spec in pairs], settings)
     todo = [(flags, cell) for (flags, _), cell in zip(pairs, cells) if cell.state != "skipped"]
     command = [sys.executable, "-m", "robench.cli", "run", "--quiet", "--no-estimate", *common_flags(args, paths)]
     done = run_jobs([Job(cell.spec.run_id, [*command, *flags]) for flags, cell in todo], jobs, deadline,

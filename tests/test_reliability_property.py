@@ -1,7 +1,7 @@
 """Property: any value of any numeric flag, hyperparameter or grid `[train]` key gives a clear error
 (exit 2, one `robench: error:` line, or argparse's usage error) or a valid run, never a traceback.
 
-The work after validation is stubbed (`robench.runs.runner._run`): what is checked is that every value
+The work after validation is stubbed (`robench.runs.runner.run_stages`): what is checked is that every value
 either is rejected up front or reaches the work stage as a valid spec. Bounded example counts keep
 each property to seconds; docs/reliability.md lists what each one covers.
 """
@@ -54,12 +54,13 @@ def accepted(monkeypatch):
     """Stub the work after validation; collect the specs that reached it."""
     specs = []
 
-    def stub(resolved, store, *rest):
+    def stub(resolved, *rest):
         specs.append(resolved.spec)
-        return RunRecord(run_id=resolved.spec.run_id, spec=resolved.spec.to_dict(), hyperparameters={},
-                         resources={}, metrics={"examples": 0}, timings={}, checkpoint="")
+        return robench.runs.runner.Attacked(RunRecord(
+            run_id=resolved.spec.run_id, spec=resolved.spec.to_dict(), hyperparameters={}, resources={},
+            metrics={"examples": 0}, timings={}, checkpoint=""), None)
 
-    monkeypatch.setattr(robench.runs.runner, "_run", stub)
+    monkeypatch.setattr(robench.runs.runner, "run_stages", stub)
     return specs
 
 

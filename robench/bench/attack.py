@@ -158,8 +158,8 @@ def specs(options: AttackBenchOptions, data_source: str, settings: Settings | No
     """RunSpecs by column label: identical but for the attack, robench-only speed knobs and TextAttack's wrapper.
     The task is any `--task` form (`robench.runs.options.task_spec`; a file task needs `settings`). With
     `--attack bert-attack` or `gradient-swap`, that recipe alone (its own budget, the shared encoder)."""
-    from robench.runs.options import task_spec
-    from robench.runs.spec import RunSpec, TrainConfig
+    from robench.runs.options import RunOptions, build_specs, comma_list, task_spec
+    from robench.runs.spec import TrainConfig
 
     shared = {"synonym_source": options.synonym_source, "sentence_encoder": options.sentence_encoder, "k": 50,
               "min_cos": 0.5, "similarity_threshold": USE_THRESHOLD, "query_budget": options.query_budget}
@@ -167,63 +167,58 @@ def specs(options: AttackBenchOptions, data_source: str, settings: Settings | No
     robench_only = {"budget": "paper", "similarity_metric": "angular", "window": 15, "skip_shorter_than_window": True,
                     "allow_verb_noun_swap": True, "wordnet_pos": False, **options.robench_params}
     task = {"task": options.task} if settings is None else task_spec(
-        options.task, settings, _split(options.text_column), options.label_column, _split(options.labels))
-    base = dict(model=options.model, backbone=options.backbone, seed=options.seed, train_size=options.train_size,
-                eval_size=options.examples, data_source=data_source, train=TrainConfig(epochs=options.epochs))
-    base.update(task)  # a file task: its name, definition and the local data source
+        options.task, settings, comma_list(options.text_column), options.label_column, comma_list(options.labels))
+    read = {"data_source": data_source, **task}  # a file task: its name, definition and the local data source
+    default = TrainConfig()
+
+    def spec(attack: str, params: dict[str, Any]):
+        (made,) = build_specs(RunOptions(
+            model=options.model, attack=attack, backbone=options.backbone, seeds=(options.seed,),
+            train_size=options.train_size, eval_size=options.examples, epochs=options.epochs, lr=default.lr,
+            batch_size=default.batch_size, attack_params=params), read)
+        return made
+
     if options.attack != ROBENCH:  # the recipe alone, at its default budget, with the shared resources
         params = {"sentence_encoder": options.sentence_encoder, "query_budget": options.query_budget}
         if options.attack == "gradient-swap":
             params["synonym_source"] = options.synonym_source
-        return {options.attack: RunSpec(attack=options.attack, attack_params={**params, **options.robench_params},
-                                        **base)}
-    out = {ROBENCH: RunSpec(attack=ROBENCH, attack_params={**shared, **robench_only}, **base),
-           TEXTATTACK: RunSpec(attack=TEXTATTACK, attack_params=shared, **base)}
+        return {options.attack: spec(options.attack, {**params, **options.robench_params})}
+    out = {ROBENCH: spec(ROBENCH, {**shared, **robench_only}), TEXTATTACK: spec(TEXTATTACK, shared)}
     if options.stock:
-        out[STOCK] = RunSpec(attack=TEXTATTACK, attack_params={**shared, "model_wrapper": "huggingface"}, **base)
+        out[STOCK] = spec(TEXTATTACK, {**shared, "model_wrapper": "huggingface"})
     return out
 
 
-def _split(text: str | None) -> list[str] | None:
-    return [part.strip() for part in text.split(",") if part.strip()] if text else None
-
-
-def warm_up(spec, settings, device: str, console: Console | None) -> None:
+def warm_up(resolved, device: str, console: Console | None) -> None:
     """One-off setup outside the timed region: the checkpoint, the recipe's resources through its own loader
     (candidate table, encoder, tagger, MLM: each loader caches per process), the audit's lexicon and the
     textattack import."""
     from robench.attacks.textattack.compat import load_textattack
     from robench.classifier.device import pick_device
     from robench.engine.resources.lexicon import lexicon
-    from robench.runs.resolve import resolve_run
-    from robench.runs.runner import train
+    from robench.runs.runner import train_checkpoint
 
-    train(spec, settings, device, console)
-    resolved = resolve_run(spec, settings)
+    settings = resolved.settings
+    train_checkpoint(resolved, pick_device(device), console)
     resolved.recipe.load_resources(resolved.attack_params, settings, pick_device(device))  # a WordSwapRecipe
     lexicon(settings)
-    if spec.attack == ROBENCH:
+    if resolved.spec.attack == ROBENCH:
         load_textattack(settings)
 
 
-def attack(spec, settings, device: str, console: Console | None) -> Side:
-    """Run `spec` (forced: a fresh attack), then time the raw pass over the inputs its victim evaluated."""
+def attack(resolved, device: str, console: Console | None) -> Side:
+    """Run the resolved run's stages (forced: a fresh attack) under its lock, then time the raw pass over the
+    inputs its victim evaluated."""
     from robench.classifier.device import pick_device
-    from robench.core.locks import file_lock
     from robench.engine import resources
-    from robench.runs.resolve import resolve_run
-    from robench.runs.runner import attack as run_attack
-    from robench.runs.runner import prepare_model
-    from robench.runs.store import RunStore
+    from robench.runs import runner
 
-    resolved = resolve_run(spec, settings)
-    store = RunStore(settings.runs_dir, resolved.spec.run_id)
-    encoder = spec.attack_params.get("sentence_encoder", "minilm")
-    resources.sentence_encoder(settings, pick_device(device), encoder).clear_cache()  # no run reads another's
-    with file_lock(store.lock_path, f"waiting for another process running {resolved.spec.run_id}"):
-        model = prepare_model(resolved, pick_device(device), console)
+    encoder = resolved.spec.attack_params.get("sentence_encoder", "minilm")
+    resources.sentence_encoder(resolved.settings, pick_device(device), encoder).clear_cache()  # no run reads another's
+    with runner.run_lock(resolved) as store:
+        model = runner.prepare_model(resolved, pick_device(device), console)
         cpu = time.process_time()
-        record = run_attack(resolved, model, store, device, console, force=True)
+        record = runner.write(store, runner.attack(resolved, model, store, device, console, force=True))
         cpu = time.process_time() - cpu
     text = store.csv_path.read_text(encoding="utf-8")
     replay, raw = replay_forwards(model.victim) if getattr(model.victim, "evaluated_inputs", None) else (None, None)
@@ -339,11 +334,14 @@ def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Co
     from robench.classifier.device import pick_device
 
     device = str(pick_device(options.device))
-    runs = specs(options, "local" if settings.data_dir is not None else "hub", settings)
+    from robench.runs.resolve import resolve_run
+
+    runs = {label: resolve_run(spec, settings)
+            for label, spec in specs(options, "local" if settings.data_dir is not None else "hub", settings).items()}
     first = next(iter(runs.values()))
-    task = first.task
-    warm_up(first, settings, device, console)
-    sides = [attack(spec, settings, device, console) for spec in runs.values()]
+    task = first.spec.task
+    warm_up(first, device, console)
+    sides = [attack(resolved, device, console) for resolved in runs.values()]
     name = "TextFooler" if options.attack == ROBENCH else options.attack
     versus = ": robench vs TextAttack 0.3.11" if len(runs) > 1 else " (robench)"
     synonyms = "MLM candidates" if options.attack == "bert-attack" else f"synonyms {options.synonym_source}"

@@ -74,16 +74,14 @@ class DefensesOptions:
         return self.low_resource_epochs or max(1, round(self.epochs * self.train_size / size))
 
     def spec(self, settings: Settings, model: str, seed: int, size: int, params: dict[str, Any]) -> RunSpec:
-        source = self.data_source or ("local" if settings.data_dir is not None else "hub")
-        train = TrainConfig(epochs=self.epochs_for(size), lr=self.lr, batch_size=self.batch_size,
-                            max_length=self.max_length)
-        from robench.runs.options import task_spec
+        from robench.runs.options import RunOptions, comma_list, specs
 
-        split = lambda text: [p.strip() for p in text.split(",") if p.strip()] if text else None  # noqa: E731
-        task = {"data_source": source, **task_spec(self.task, settings, split(self.text_column), self.label_column,
-                                                  split(self.labels))}
-        return RunSpec(model=model, attack="advglue", backbone=self.backbone, seed=seed, train_size=size,
-                       train=train, model_params=params, **task)
+        (made,) = specs(RunOptions(
+            task=self.task, text_column=comma_list(self.text_column), label_column=self.label_column,
+            labels=comma_list(self.labels), model=model, attack="advglue", backbone=self.backbone, seeds=(seed,),
+            train_size=size, eval_size="full", epochs=self.epochs_for(size), lr=self.lr, batch_size=self.batch_size,
+            max_length=self.max_length, model_params=params, data_source=self.data_source), settings)
+        return made
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,7 @@ class SearchGrid:
 def compare_defenses(options: DefensesOptions, settings: Settings, console: Console | None) -> pd.DataFrame:
     """Run every (seed, train size, model); print and write the leaderboard; return it."""
     from robench.runs.resolve import resolve_run
-    from robench.runs.runner import run
+    from robench.runs.runner import run_resolved
 
     if "bert" not in options.models:
         raise RobenchError("--models must include bert: training cost is reported relative to it")
@@ -106,13 +104,13 @@ def compare_defenses(options: DefensesOptions, settings: Settings, console: Cons
     sizes = [options.train_size] + ([options.low_resource] if options.low_resource > 0 else [])
     specs = [options.spec(settings, m, seed, size, params[m])
              for seed in options.seeds for size in sizes for m in options.models]
-    for spec in specs:
-        resolve_run(spec, settings)  # fail fast on a bad name or hyperparameter, before any training
+    runs = [resolve_run(spec, settings) for spec in specs]  # fail fast on a bad name or value, before any training
     started, fresh = now(), {}
-    for i, spec in enumerate(specs, 1):
+    for i, resolved in enumerate(runs, 1):
+        spec = resolved.spec
         if console is not None:
-            console.log(f"[{i}/{len(specs)}] {spec.model}, train size {spec.train_size}, seed {spec.seed}")
-        record = run(spec, settings, device=options.device, console=console)
+            console.log(f"[{i}/{len(runs)}] {spec.model}, train size {spec.train_size}, seed {spec.seed}")
+        record = run_resolved(resolved, options.device, console)
         fresh[record.run_id] = not record.timings.get("train_cached", True) and record.created >= started
         table = leaderboard(settings, fresh, options.models)
         write(settings, "defenses", table, markdown(table, options))

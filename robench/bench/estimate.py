@@ -24,7 +24,7 @@ from rich.table import Table
 
 from robench.core.paths import Settings
 from robench.runs.presets import PRESETS
-from robench.runs.spec import RunSpec, TrainConfig
+from robench.runs.spec import RunSpec
 
 QUICK = PRESETS["quick"]
 DRY_RUN_TARGET = 15.0  # seconds: the first, uncached `--dry-run` of a newcomer (issue 45)
@@ -45,10 +45,13 @@ class EstimateBenchOptions:
     dry_run: bool = False  # time `robench run --dry-run` (first and again) instead of estimating and running
 
     def spec(self, model: str, settings: Settings) -> RunSpec:
-        source = self.data_source or ("local" if settings.data_dir is not None else "hub")
-        return RunSpec(task=self.task, model=model, attack=self.attack, backbone=self.backbone, seed=self.seed,
-                       train_size=self.train_size, eval_size=self.eval_size, data_source=source,
-                       train=TrainConfig(epochs=self.epochs, lr=QUICK.lr, batch_size=QUICK.batch_size))
+        """`robench run --preset quick` with these values."""
+        from robench.runs.options import RunOptions, specs
+
+        (made,) = specs(RunOptions(task=self.task, model=model, attack=self.attack, backbone=self.backbone,
+                                   seeds=(self.seed,), train_size=self.train_size, eval_size=self.eval_size,
+                                   epochs=self.epochs, preset=QUICK.name, data_source=self.data_source), settings)
+        return made
 
 
 def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: Console | None = None) -> list[dict]:
@@ -56,15 +59,15 @@ def estimate_bench(options: EstimateBenchOptions, settings: Settings, console: C
     from robench.classifier.device import pick_device
     from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
-    from robench.runs.runner import run
+    from robench.runs.runner import run_resolved
 
     device, rows = pick_device(options.device), []
     with tempfile.TemporaryDirectory(prefix="robench-bench-estimate-") as tmp:
         scratch = _scratch_settings(settings, Path(tmp))
         for model in options.models:
-            spec = options.spec(model, settings)
-            guess = estimate(resolve_run(spec, scratch), device, train_cached=False, persist=False)
-            record = run(spec, scratch, device=str(device), console=console)
+            resolved = resolve_run(options.spec(model, settings), scratch)
+            guess = estimate(resolved, device, train_cached=False, persist=False)
+            record = run_resolved(resolved, str(device), console)
             measured = {"train": record.timings["train_stage_seconds"], "attack": record.timings["attack_seconds"]}
             for stage, est in (("train", guess.train_seconds), ("attack", guess.attack_seconds)):
                 rows.append({"model": model, "stage": stage, "estimated": est, "measured": measured[stage],

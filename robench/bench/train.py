@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -77,12 +77,14 @@ class TrainBenchOptions:
 def compare_trainers(options: TrainBenchOptions) -> tuple[float, float]:
     """Fine-tune with robench, then with the HF Trainer, in a fresh cache; print the table; return their seconds."""
     from robench.classifier.device import pick_device
+    from robench.runs.options import RunOptions, build_specs
     from robench.runs.resolve import resolve_run
     from robench.training.loop import fine_tune
 
     device = pick_device(options.device)
-    spec = RunSpec(task=options.task, backbone=options.backbone, seed=options.seed, train_size=options.train_size,
-                   train=replace(TrainConfig(), epochs=options.epochs, batch_size=options.batch_size))
+    (spec,) = build_specs(RunOptions(task=options.task, backbone=options.backbone, seeds=(options.seed,),
+                                     train_size=options.train_size, eval_size="full", epochs=options.epochs,
+                                     lr=TrainConfig().lr, batch_size=options.batch_size))
     console = Console()
     with tempfile.TemporaryDirectory() as cache:  # a fresh cache: robench must really train
         settings = resolve_settings(options.data_dir, cache, Path(cache) / "results")

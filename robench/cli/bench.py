@@ -114,8 +114,9 @@ def cmd_analysis(args) -> None:
     """One spec per (model, seed): the spec flags, with `--param` routed by `robench.core.params.params_by_model`."""
     from robench.bench.analysis import AnalysisBenchOptions, analysis_bench
     from robench.core.params import params_by_model
+    from robench.runs.options import comma_list
 
-    models = [m.strip() for m in args.model.split(",") if m.strip()]
+    models = comma_list(args.model) or []
     params = params_by_model(models, args.param)
     settings = settings_from_args(args)
     base = list(specs_from_args(argparse.Namespace(**{**vars(args), "model": models[0], "param": []}), settings))

@@ -93,7 +93,7 @@ def settings_from_args(args, read_only: bool = False):
 def options_from_args(args):
     """The run options the flags give (None where a flag was not given: the preset's value applies)."""
     from robench.core.params import parse_assignments
-    from robench.runs.options import RunOptions
+    from robench.runs.options import RunOptions, comma_list
 
     return RunOptions(
         task=args.task, model=args.model, attack=getattr(args, "attack", "advglue"), backbone=args.backbone,
@@ -102,7 +102,7 @@ def options_from_args(args):
         max_length=args.max_length, model_params=parse_assignments(args.param),
         attack_params=parse_assignments(getattr(args, "attack_param", [])),
         checkpoint=getattr(args, "checkpoint", None), label_map=getattr(args, "label_map", None),
-        text_column=_comma_list(args.text_column), label_column=args.label_column, labels=_comma_list(args.labels),
+        text_column=comma_list(args.text_column), label_column=args.label_column, labels=comma_list(args.labels),
         data_source=args.data_source)
 
 
@@ -131,10 +131,6 @@ def specs_from_args(args, settings):
 
 
 DEFAULTS = {"attack": "advglue", "task": "sst2", "eval_seed": 0}  # the run flags' defaults (add_spec_args)
-
-
-def _comma_list(text: str | None) -> list[str] | None:
-    return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
 def plain(text) -> Text:

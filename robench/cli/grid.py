@@ -8,7 +8,7 @@ from rich.console import Console
 from robench.cli.common import add_common_args, say_estimate, settings_from_args
 from robench.core.errors import RobenchError
 from robench.core.params import make_params
-from robench.grid import expand, grid, grid_estimate, load_config, plan
+from robench.grid import expand, grid, grid_estimate, load_config, plan_cells
 from robench.grid.board import Board
 from robench.grid.executors import JobResources
 
@@ -45,7 +45,7 @@ def cmd_grid(args) -> None:
             "gpus": cfg.resources.gpus if args.gpus_per_job is None else args.gpus_per_job,
         }, "--cpus-per-job / --gpus-per-job")
         cfg = dataclasses.replace(cfg, resources=resources)
-    cells, trains = plan(expand(cfg), settings)
+    cells, trains = planned = plan_cells(expand(cfg), settings)  # each cell resolved once
     if args.dry_run:
         Console().print(Board(cells, trains, f"grid {cfg.name} (dry run)").table())
         print(f"{len(cells)} cells, {sum(c.state == 'skipped' for c in cells)} finished, "
@@ -56,7 +56,7 @@ def cmd_grid(args) -> None:
     if args.dry_run:
         return
     result = grid(cfg, settings, executor=args.executor, device=args.device, address=args.address,
-                  max_retries=args.max_retries, console=None if args.quiet else Console(stderr=True))
+                  max_retries=args.max_retries, console=None if args.quiet else Console(stderr=True), planned=planned)
     print(f"grid {result.grid_id}: {result.count('done')} done, {result.count('skipped')} already finished, "
           f"{result.count('failed')} failed in {result.seconds:.1f} s; records in {settings.runs_dir}")
     if result.count("failed"):

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash, file_sha256
@@ -36,20 +36,22 @@ def files_fingerprint(root: Path, relative: Iterable[str], cache_dir: Path) -> s
     return content_hash(digests, length=16)
 
 
-def rows_fingerprint(task: Task, data_dir: Path | None, source: Source) -> str:
-    """Hash of the loaded train and eval rows (tasks that declare no files, or the hub)."""
+def rows_fingerprint(task: Task, data_dir: Path | None, source: Source,
+                     read: Callable[[str], Any] | None = None) -> str:
+    """Hash of the loaded train and eval rows (tasks that declare no files, or the hub); `read(split)`, when given,
+    reads a split (a run reads each once)."""
     from robench.data.loading import load_split, texts_of
 
     rows = {}
     for split in ("train", "eval"):
-        ds = load_split(task, split, data_dir, source)
+        ds = read(split) if read is not None else load_split(task, split, data_dir, source)
         blob = json.dumps([texts_of(ds, task), list(ds["label"])]).encode()
         rows[split] = hashlib.sha256(blob).hexdigest()
     return content_hash(rows, length=16)
 
 
-def task_fingerprint(task: Task, settings: Settings, source: Source) -> str:
-    """Fingerprint of the train and eval data of `task` as this run would read it."""
+def task_fingerprint(task: Task, settings: Settings, source: Source, read: Callable[[str], Any] | None = None) -> str:
+    """Fingerprint of the train and eval data of `task` as this run would read it (`read`: see rows_fingerprint)."""
     if source == "local" and task.data_files:
         return files_fingerprint(settings.require_data_dir(), task.data_files, settings.cache_dir)
-    return rows_fingerprint(task, settings.data_dir, source)
+    return rows_fingerprint(task, settings.data_dir, source, read)

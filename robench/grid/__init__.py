@@ -5,10 +5,11 @@
     robench grid CONFIG --executor local                 # sequentially in this process (the test oracle)
 
 One job per module: `config` parses a config and expands it into RunSpecs, `driver`
-plans and runs the jobs (`grid`), `executors` says where they run (this process or
-Ray), `board` draws the live table.
+plans the cells (`plan_cells`: each spec resolved once) and runs the jobs (`grid`),
+`executors` says where they run (this process or Ray), `board` draws the live table.
 """
 from robench.grid.config import GridConfig, expand, load_config
-from robench.grid.driver import GridCell, GridResult, TrainJob, grid, grid_estimate, plan
+from robench.grid.driver import GridCell, GridResult, TrainJob, grid, grid_estimate, plan_cells
 
-__all__ = ["GridCell", "GridConfig", "GridResult", "TrainJob", "expand", "grid", "grid_estimate", "load_config", "plan"]
+__all__ = ["GridCell", "GridConfig", "GridResult", "TrainJob", "expand", "grid", "grid_estimate", "load_config",
+           "plan_cells"]

@@ -5,7 +5,7 @@ See docs/grid.md for the keys; every mistake in a config is a RobenchError namin
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import product
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -15,6 +15,7 @@ from robench.core.params import make_params
 from robench.core.registry import NAME
 from robench.core.text import excerpt
 from robench.grid.executors import JobResources
+from robench.runs.options import RunOptions, build_specs
 from robench.runs.presets import PRESETS, Preset, get_preset
 from robench.runs.spec import MAX_SEED, RunSpec, TrainConfig
 
@@ -105,13 +106,14 @@ def expand(config: GridConfig) -> list[RunSpec]:
         for train_size, attack in product(_sizes_for(config.train_size, task), cells.get("attacks", config.attacks)):
             for eval_size in _sizes_for(config.eval_size, attack):
                 source = config.task_sources.get(task)
-                task_fields = {"task": task, "data_source": config.data_source} if source is None else \
+                read = {"task": task, "data_source": config.data_source} if source is None else \
                     {"task": source["name"], "task_source": source, "data_source": "local"}
-                specs.append(RunSpec(
-                    model=model, attack=attack, backbone=backbone, seed=seed, train_size=train_size,
-                    eval_size=eval_size, train=config.train_by_size.get(train_size, config.train), **task_fields,
-                    model_params=dict(config.model_params.get(model, {})),
-                    attack_params=dict(config.attack_params.get(attack, {}))))
+                train = asdict(config.train_by_size.get(train_size, config.train))
+                options = RunOptions(model=model, attack=attack, backbone=backbone, seeds=(seed,),
+                                     train_size=_size_key(train_size), eval_size=_size_key(eval_size),
+                                     model_params=config.model_params.get(model, {}),
+                                     attack_params=config.attack_params.get(attack, {}), **train)
+                specs.extend(build_specs(options, read))
     return specs
 
 
@@ -153,11 +155,7 @@ def _size_key(size: Size) -> int | str:
 
 def _preset_eval_sizes(preset: Preset, attacks: tuple[str, ...]) -> dict[str, int | str]:
     """The preset's eval size of each attack (search attacks and replays differ), for a grid without eval_size."""
-    if preset.eval_size(True) == preset.eval_size(False):  # no registry look-up needed
-        return {"default": _size_key(preset.eval_size(False))}
-    from robench.engine.attack import ATTACKS
-
-    return {a: _size_key(preset.eval_size(ATTACKS.get(a).query_cost_per_word > 0)) for a in attacks}
+    return {a: _size_key(preset.eval_size(a)) for a in attacks}
 
 
 def _name(value: Any, where: str) -> str:

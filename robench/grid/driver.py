@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
@@ -25,30 +25,42 @@ from robench.grid.config import GridConfig, expand, load_config
 from robench.grid.executors import Failure, Hook, Job, LocalExecutor, RayExecutor
 from robench.runs.spec import RunSpec
 
+if TYPE_CHECKING:
+    from robench.runs.resolve import ResolvedRun
+    from robench.runs.runner import Attacked
+
 State = Literal["pending", "training", "attacking", "done", "failed", "skipped"]
 
 
 @dataclass
 class GridCell:
-    """One run of the grid and where it stands."""
+    """One run of the grid, resolved once (`plan_cells`), and where it stands."""
 
-    spec: RunSpec
+    resolved: ResolvedRun
     checkpoint: str  # the checkpoint key it shares with the other attacks on the same model
     state: State = "pending"
     attempts: int = 0
     error: str = ""
 
+    @property
+    def spec(self) -> RunSpec:
+        return self.resolved.spec  # with its data fingerprint: the run id
+
 
 @dataclass
 class TrainJob:
-    """One fine-tuning job, shared by every cell whose spec differs only in the attack."""
+    """One fine-tuning job, shared by every cell whose spec differs only in the attack (it trains the first's)."""
 
-    spec: RunSpec
+    resolved: ResolvedRun
     key: str
     cells: list[GridCell]
     state: State = "pending"
     attempts: int = 0
     error: str = ""
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.resolved.spec
 
 
 @dataclass
@@ -65,11 +77,12 @@ class GridResult:
 
 def grid(config: str | Path | Mapping[str, Any] | GridConfig, settings: Settings, executor: str = "ray",
          device: str = "auto", address: str | None = None, max_retries: int = 2, console: Any = None,
-         before: Hook | None = None) -> GridResult:
+         before: Hook | None = None, planned: GridPlan | None = None) -> GridResult:
     """Run every cell of `config` that has no finished record; see the module docstring.
 
     `executor` is "ray" or "local"; `before` (tests only) runs in the worker before each job.
-    `console`: a rich Console for the live table, or None for silence.
+    `console`: a rich Console for the live table, or None for silence. `planned`: `plan_cells` of the config's
+    specs, when the caller has made it (each spec is resolved once).
     """
     cfg = config if isinstance(config, GridConfig) else load_config(config)
     if max_retries < 0:
@@ -77,7 +90,7 @@ def grid(config: str | Path | Mapping[str, Any] | GridConfig, settings: Settings
     if executor not in ("ray", "local"):
         raise RobenchError(f"unknown executor {executor!r} (use ray or local)")
     start = time.perf_counter()
-    cells, trains = plan(expand(cfg), settings)
+    cells, trains = planned or plan_cells(expand(cfg), settings)
     grid_id = f"{cfg.name}-{content_hash(sorted(c.spec.run_id for c in cells), 8)}"
     failures_path = settings.results_dir / "grid" / grid_id / "failures.json"
     driver = _Driver(trains, failures_path, max_retries)
@@ -86,7 +99,7 @@ def grid(config: str | Path | Mapping[str, Any] | GridConfig, settings: Settings
     kwargs = {} if executor == "local" else {"resources": cfg.resources, "address": address}
     with board.live(console):
         if trains:
-            pool = run_jobs(settings, device, before=before, started=driver.started, **kwargs)
+            pool = run_jobs(device, before=before, started=driver.started, **kwargs)
             try:
                 driver.run(pool, settings, board.refresh)
             finally:
@@ -97,8 +110,11 @@ def grid(config: str | Path | Mapping[str, Any] | GridConfig, settings: Settings
     return GridResult(grid_id, cells, trains, failures_path, time.perf_counter() - start)
 
 
-def plan(specs: list[RunSpec], settings: Settings) -> tuple[list[GridCell], list[TrainJob]]:
-    """Validate every spec (fail fast, before any job), skip finished ones, group the rest by checkpoint."""
+GridPlan = tuple[list[GridCell], list[TrainJob]]
+
+
+def plan_cells(specs: list[RunSpec], settings: Settings) -> GridPlan:
+    """Resolve every spec once (fail fast, before any job), skip finished ones, group the rest by checkpoint."""
     from robench.runs.resolve import resolve_run
     from robench.runs.store import RunStore
     from robench.training.loop import checkpoint_key
@@ -106,13 +122,13 @@ def plan(specs: list[RunSpec], settings: Settings) -> tuple[list[GridCell], list
     cells, trains = [], {}
     for spec in specs:
         resolved = resolve_run(spec, settings)
-        spec, key = resolved.spec, checkpoint_key(resolved)  # the spec with its data fingerprint (run id)
-        cell = GridCell(spec, key)
+        key = checkpoint_key(resolved)
+        cell = GridCell(resolved, key)
         cells.append(cell)
-        if RunStore(settings.runs_dir, spec.run_id).finished(resolved.hyperparameters()) is not None:
+        if RunStore(settings.runs_dir, cell.spec.run_id).finished(resolved.hyperparameters()) is not None:
             cell.state = "skipped"
             continue
-        trains.setdefault(key, TrainJob(spec, key, [])).cells.append(cell)
+        trains.setdefault(key, TrainJob(resolved, key, [])).cells.append(cell)
     return cells, list(trains.values())
 
 
@@ -136,7 +152,7 @@ class _Driver:
     def run(self, pool: LocalExecutor | RayExecutor, settings: Settings, refresh: Callable[[], None]) -> None:
         """Keep at most `pool.slots` jobs in flight; a finished checkpoint's attacks go before the next training,
         so records land while the grid runs (trains in config order: list the slowest model first)."""
-        trains = deque(Job("train", t.spec, t.key) for t in self.trains.values())
+        trains = deque(Job("train", t.resolved, t.key) for t in self.trains.values())
         attacks: deque[Job] = deque()
 
         def fill() -> None:
@@ -159,7 +175,7 @@ class _Driver:
                 target.state = "done"
                 for cell in target.cells:
                     cell.state = "pending"
-                    attacks.append(Job("attack", cell.spec, cell.spec.run_id))
+                    attacks.append(Job("attack", cell.resolved, cell.spec.run_id))
             else:
                 _keep_record(settings, output)
                 target.state, target.error = "done", ""
@@ -183,27 +199,26 @@ class _Driver:
         atomic_write(self.failures_path, json.dumps({"failures": self.failures}, indent=2, default=str))
 
 
-def _keep_record(settings: Settings, output: dict[str, Any]) -> None:
-    """Write the worker's record here too when it ran on a node without this results dir (no shared disk)."""
-    from robench.core.files import atomic_write
+def _keep_record(settings: Settings, attacked: Attacked) -> None:
+    """Write the worker's record here when it ran on a node without this results dir (no shared disk): each disk
+    gets it once."""
+    from robench.runs.runner import write
     from robench.runs.store import RunStore
 
-    store = RunStore(settings.runs_dir, output["run_id"])
+    store = RunStore(settings.runs_dir, attacked.record.run_id)
     if not store.record_path.is_file():
-        atomic_write(store.csv_path, output["csv"])
-        atomic_write(store.record_path, output["record"])
+        write(store, attacked)
 
 
 def grid_estimate(trains: list[TrainJob], settings: Settings, device: str, persist: bool):
     """The cost of every train job and attack cell still to run, added up."""
     from robench.classifier.device import pick_device
     from robench.runs.estimate import estimate, total_estimate
-    from robench.runs.resolve import resolve_run
     from robench.training.loop import is_cached
 
     torch_device, memo, parts = pick_device(device), {}, []
     for job in trains:
         cached = is_cached(settings.checkpoints_dir / job.key)
         for i, cell in enumerate(job.cells):  # the first cell of a job trains its checkpoint, the others reuse it
-            parts.append(estimate(resolve_run(cell.spec, settings), torch_device, cached or i > 0, persist, memo))
+            parts.append(estimate(cell.resolved, torch_device, cached or i > 0, persist, memo))
     return total_estimate(parts, torch_device)

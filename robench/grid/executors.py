@@ -1,10 +1,10 @@
 """Where grid jobs run: in this process, one after another (`LocalExecutor`), or on Ray (`RayExecutor`).
 
-A job is "train" (fine-tune one checkpoint, `robench.runs.runner.train`) or "attack"
-(`robench.runs.runner.run`, which reuses that checkpoint). Both executors run the same
+A job is "train" (fine-tune one checkpoint, `robench.runs.runner.train_checkpoint`) or "attack"
+(`robench.runs.runner.run_stages`, which reuses that checkpoint). Both executors run the same
 `execute` function; they only differ in where and when. Ray workers are separate
 processes (possibly on other machines): everything a job needs travels with it
-(spec, settings, device), plus the environment variables in `FORWARDED_ENV`.
+(the resolved run with its settings and data, the device), plus the environment variables in `FORWARDED_ENV`.
 """
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import os
 import traceback
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from robench.core.errors import RobenchError
-from robench.core.paths import Settings
 from robench.runs.spec import RunSpec
+
+if TYPE_CHECKING:
+    from robench.runs.resolve import ResolvedRun
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "NLTK_DATA",
                  "TOKENIZERS_PARALLELISM", "ROBENCH_DATA_DIR", "ROBENCH_CACHE_DIR", "ROBENCH_RESULTS_DIR")
@@ -26,8 +28,12 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"
 @dataclass(frozen=True)
 class Job:
     kind: Literal["train", "attack"]
-    spec: RunSpec
+    resolved: ResolvedRun  # resolved once, by the driver (`robench.grid.driver.plan_cells`)
     key: str  # the checkpoint key (train) or the run id (attack)
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.resolved.spec
 
 
 @dataclass(frozen=True)
@@ -51,28 +57,28 @@ class JobResources:
 Hook = Callable[[Job], None]  # runs in the worker before each job (tests inject failures with it)
 
 
-def execute(job: Job, settings: Settings, device: str, before: Hook | None = None) -> dict[str, Any]:
-    """Run one job; return what the driver needs (for attack jobs: the record and CSV texts)."""
+def execute(job: Job, device: str, before: Hook | None = None) -> Any:
+    """Run one job through the runner's stages: a train job's checkpoint path; an attack job's `Attacked` (its
+    record, written once here, and its results, for a driver that does not share this disk)."""
+    from robench.classifier.device import pick_device
+    from robench.core.records import read_examples
     from robench.runs import runner
-    from robench.runs.store import RunStore
 
     if before is not None:
         before(job)
     if job.kind == "train":
-        trained = runner.train(job.spec, settings, device=device)
-        return {"checkpoint": str(trained.checkpoint)}
-    record = runner.run(job.spec, settings, device=device)
-    store = RunStore(settings.runs_dir, record.run_id)
-    return {"run_id": record.run_id, "record": store.record_path.read_text(encoding="utf-8"),
-            "csv": store.csv_path.read_text(encoding="utf-8")}
+        return {"checkpoint": str(runner.train_checkpoint(job.resolved, pick_device(device)).checkpoint)}
+    attacked = runner.run_stages(job.resolved, device)
+    if attacked.results is None:  # finished before, on this node's disk: its results travel with it
+        attacked.results = read_examples(job.resolved.settings.runs_dir, attacked.record.run_id)
+    return attacked
 
 
 class LocalExecutor:
     """Runs jobs sequentially in this process, in submission order: the test oracle for `RayExecutor`."""
 
-    def __init__(self, settings: Settings, device: str = "auto", before: Hook | None = None,
-                 started: Hook | None = None) -> None:
-        self.settings, self.device, self.before, self.started = settings, device, before, started
+    def __init__(self, device: str = "auto", before: Hook | None = None, started: Hook | None = None) -> None:
+        self.device, self.before, self.started = device, before, started
         self._queue: deque[Job] = deque()
         self.slots = 1  # jobs the driver keeps in flight
 
@@ -83,12 +89,12 @@ class LocalExecutor:
     def submit(self, job: Job) -> None:
         self._queue.append(job)
 
-    def next_done(self) -> tuple[Job, dict[str, Any] | None, Failure | None]:
+    def next_done(self) -> tuple[Job, Any, Failure | None]:
         job = self._queue.popleft()
         if self.started is not None:
             self.started(job)
         try:
-            return job, execute(job, self.settings, self.device, self.before), None
+            return job, execute(job, self.device, self.before), None
         except Exception as exc:  # noqa: BLE001 - any job failure is recorded, and the grid goes on
             return job, None, Failure(f"{type(exc).__name__}: {exc}", traceback.format_exc())
 
@@ -105,7 +111,7 @@ class RayExecutor:
     Ray's own retries are off: the grid driver retries, identically for both executors.
     """
 
-    def __init__(self, settings: Settings, device: str = "auto", resources: JobResources = JobResources(),
+    def __init__(self, device: str = "auto", resources: JobResources = JobResources(),
                  address: str | None = None, before: Hook | None = None, started: Hook | None = None) -> None:
         import ray
 
@@ -125,7 +131,7 @@ class RayExecutor:
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         self._task = ray.remote(execute).options(num_cpus=resources.cpus, num_gpus=gpus, max_retries=0,
                                                  runtime_env={"env_vars": env})
-        self.settings, self.before, self.started = settings, before, started
+        self.before, self.started = before, started
         self.device = "cuda" if gpus else "cpu"  # Ray sets CUDA_VISIBLE_DEVICES to the job's GPU
         self.slots = _slots(cluster, resources.cpus, gpus)  # jobs the driver keeps in flight
         self._jobs: dict[Any, Job] = {}
@@ -135,12 +141,12 @@ class RayExecutor:
         return len(self._jobs)
 
     def submit(self, job: Job) -> None:
-        ref = self._task.remote(job, self.settings, self.device, self.before)
+        ref = self._task.remote(job, self.device, self.before)
         self._jobs[ref] = job
         if self.started is not None:  # the driver submits only what fits, so Ray starts it now
             self.started(job)
 
-    def next_done(self) -> tuple[Job, dict[str, Any] | None, Failure | None]:
+    def next_done(self) -> tuple[Job, Any, Failure | None]:
         import ray
 
         ready, _ = ray.wait(list(self._jobs), num_returns=1)

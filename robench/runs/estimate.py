@@ -39,7 +39,7 @@ import torch
 
 from robench.core.hashing import content_hash
 from robench.core.manifest import content_digest, digest_problem
-from robench.data.loading import load_split, subset, texts_of
+from robench.data.loading import subset, texts_of
 from robench.runs.resolve import ResolvedRun
 
 SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
@@ -141,16 +141,14 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
 
     `persist=False` caches no new measurement; `memo` keeps measurements across calls in one process; `say` hears
     when it has to time the model, and how long that took."""
-    spec, settings, task = run.spec, run.settings, run.task
-    train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
-    dev = load_split(task, "eval", settings.data_dir, spec.data_source)
+    spec, task = run.spec, run.task
+    train, dev = subset(run.split("train"), spec.train_size, spec.seed), run.split("eval")
     start = time.perf_counter()
     speed = model_speed(run, device, train, dev, persist, {} if memo is None else memo, say)
     measuring = time.perf_counter() - start
     attacked, eval_data = 0, None
     if run.recipe is not None:
-        split = dev if run.recipe.examples is None else run.recipe.examples(task, settings, spec.data_source)
-        eval_data = subset(split, spec.eval_size, spec.eval_seed)
+        eval_data = subset(run.attacked_split(), spec.eval_size, spec.eval_seed)
         attacked = len(eval_data)
     # the defence's own work: a2t's training attack, SAFER's certificate (in model queries at the measured rate)
     extra = run.defense.extra_cost(run.model_params, [len(t[-1].split()) for t in texts_of(train, task)],

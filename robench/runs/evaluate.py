@@ -21,17 +21,15 @@ from typing import Any, Callable
 from rich.console import Console
 from torch import nn
 
-from robench.classifier.device import pick_device
 from robench.classifier.victim import BaseVictim, CallableVictim, Victim, defended
 from robench.core.errors import RobenchError
-from robench.core.locks import file_lock
 from robench.core.paths import Settings, resolve_settings
+from robench.core.progress import phase
 from robench.core.records import RunRecord
 from robench.runs import runner
 from robench.runs.options import RunOptions, specs
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.runner import PreparedModel, dev_accuracy
-from robench.runs.store import RunStore
 from robench.training.given import display_name, label_order, parse_label_map
 from robench.training.weights import weights_sha256
 
@@ -76,18 +74,16 @@ def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = Non
     if not isinstance(model, nn.Module) and spec.attack.startswith("textattack:"):
         raise RobenchError(f"{spec.attack} runs TextAttack's own model wrapper, which needs a Hugging Face model; "
                            "a plain function works with robench's recipes (textfooler, bert-attack, advglue)")
-    resolved = resolve_run(spec, settings)
-    spec = resolved.spec  # with its data fingerprint: the run id `robench.run` would use
-    store = RunStore(settings.runs_dir, spec.run_id)
-    with file_lock(store.lock_path, f"waiting for another process running {spec.run_id}"):
-        if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
-            return finished
-        torch_device = pick_device(device)
-        victim = _victim(model, tokenizer, resolved, torch_device, spec.train.max_length, batch_size)
-        resolved = dataclasses.replace(resolved, label_order=tuple(victim.label_order) if victim.label_order
-                                       else None)
-        prepared = PreparedModel(victim, dev_accuracy(resolved, victim), f"in-memory {spec.checkpoint['kind']}")
-        return runner.attack(resolved, prepared, store, str(torch_device), console, force)
+    with phase("reading the task data and resolving the run"):
+        resolved = resolve_run(spec, settings)
+
+    def prepare(resolved: ResolvedRun, torch_device) -> PreparedModel:
+        victim = _victim(model, tokenizer, resolved, torch_device, resolved.spec.train.max_length, batch_size)
+        order = tuple(victim.label_order) if victim.label_order else None
+        return PreparedModel(victim, dev_accuracy(resolved, victim), f"in-memory {resolved.spec.checkpoint['kind']}",
+                             label_order=order)
+
+    return runner.run_resolved(resolved, device, console, force, prepare=prepare)
 
 
 def _identity(model: Any, tokenizer: Any, name: str | None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""What a user asks for -> run specs: the one path shared by the CLI, `robench.run(**options)`, `robench.evaluate`
-and grids.
+"""What a user asks for -> run specs: the one path shared by the CLI, `robench.run(**options)`, `robench.evaluate`,
+grids and benches (`build_specs` makes every spec).
 
 Precedence, as in lm-evaluation-harness: an explicitly given value > the preset's value > the default. A field
 left at None was not given. A `RunSpec` built by hand is already explicit and is used as it is.
@@ -12,9 +12,10 @@ from typing import Any, Mapping, Sequence
 from robench.core.errors import RobenchError
 from robench.core.params import BadValue
 from robench.core.paths import Settings
-from robench.engine.attack import ATTACKS
-from robench.runs.presets import DEFAULT_PRESET, get_preset
+from robench.runs.presets import DEFAULT_PRESET, Preset, get_preset
 from robench.runs.spec import RunSpec, TrainConfig
+
+TRAIN_OPTIONS = ("epochs", "lr", "batch_size", "warmup_ratio", "weight_decay", "max_grad_norm")  # None: the preset's
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class RunOptions:
     batch_size: int | None = None
     eval_seed: int = 0
     max_length: int = 128
+    warmup_ratio: float | None = None  # None: TrainConfig's default (as the other two; no flag sets them, a grid may)
+    weight_decay: float | None = None
+    max_grad_norm: float | None = None
     model_params: Mapping[str, Any] = field(default_factory=dict)
     attack_params: Mapping[str, Any] = field(default_factory=dict)
     checkpoint: str | None = None  # attack this saved classifier instead of fine-tuning one
@@ -56,21 +60,12 @@ class RunOptions:
 
 
 def specs(options: RunOptions, settings: Settings, given: Mapping[str, Any] | None = None) -> list[RunSpec]:
-    """One `RunSpec` per seed: the options, then the preset's values for what was not given. `given`: the
-    RunSpec fields (`checkpoint`, `model`, `backbone`) of an in-memory model or function to attack
+    """One `RunSpec` per seed (`build_specs`), with what the options name read now: the data source (local when a
+    data directory is set, else the hub), a task file's definition, a checkpoint's identity. `given`: the RunSpec
+    fields (`checkpoint`, `model`, `backbone`) of an in-memory model or function to attack
     (`robench.runs.evaluate`), which, like `--checkpoint`, trains nothing."""
-    preset, attack = get_preset(options.preset), options.attack
-    search_attack = ATTACKS.get(attack).query_cost_per_word > 0
-    train_size = preset.train_size if options.train_size is None else _size(options.train_size)
-    eval_size = preset.eval_size(search_attack) if options.eval_size is None else _size(options.eval_size)
-    train = _train_config(options.epochs if options.epochs is not None else preset.epochs,
-                          options.lr if options.lr is not None else preset.lr,
-                          options.batch_size if options.batch_size is not None else preset.batch_size,
-                          options.max_length)
-    common: dict[str, Any] = dict(task=options.task, model=options.model or "bert", backbone=options.backbone,
-                                  train=train, data_source=options.data_source or
-                                  ("local" if settings.data_dir is not None else "hub"))
-    common.update(task_fields(options, settings))
+    read = {"data_source": options.data_source or ("local" if settings.data_dir is not None else "hub")}
+    read.update(task_fields(options, settings))
     if options.checkpoint:
         if options.model is not None:
             raise RobenchError("--checkpoint attacks a trained model as it is; drop --model")
@@ -79,14 +74,35 @@ def specs(options: RunOptions, settings: Settings, given: Mapping[str, Any] | No
         given = checkpoint_fields(options.checkpoint, options.label_map, settings.cache_dir)
     elif given is not None:
         given = {**given, "checkpoint": {**given["checkpoint"], "label_map": _label_map(options.label_map)}}
-    if given is not None:
-        common.update(given, train=TrainConfig(max_length=options.max_length))  # nothing is trained: only the
-        train_size = None  # input length matters
     elif options.label_map is not None:
         raise RobenchError("--label-map names a checkpoint's outputs: use it with --checkpoint")
-    return [RunSpec(attack=attack, seed=seed, train_size=train_size, eval_size=eval_size, eval_seed=options.eval_seed,
-                    model_params=dict(options.model_params), attack_params=dict(options.attack_params), **common)
+    return build_specs(options, read, given)
+
+
+def build_specs(options: RunOptions, read: Mapping[str, Any] | None = None,
+                given: Mapping[str, Any] | None = None) -> list[RunSpec]:
+    """The one place run specs are made (the CLI, `robench.run`, `robench.evaluate`, grids and benches): one per
+    seed, each value the one given, else the preset's, else the default. `read`: RunSpec fields read from elsewhere
+    (the data source, a task file's definition); `given`: those of a model robench does not train (only the input
+    length of the training settings applies)."""
+    preset = get_preset(options.preset)
+    train_size = preset.train_size if options.train_size is None else _size(options.train_size)
+    eval_size = preset.eval_size(options.attack) if options.eval_size is None else _size(options.eval_size)
+    common: dict[str, Any] = dict(task=options.task, model=options.model or "bert", backbone=options.backbone,
+                                  train=_train_config(options, preset), data_source=options.data_source or "local")
+    common.update(read or {})
+    if given is not None:
+        common.update(given, train=TrainConfig(max_length=options.max_length))
+        train_size = None
+    return [RunSpec(attack=options.attack, seed=seed, train_size=train_size, eval_size=eval_size,
+                    eval_seed=options.eval_seed, model_params=dict(options.model_params),
+                    attack_params=dict(options.attack_params), **common)
             for seed in options.seeds]
+
+
+def comma_list(text: str | None) -> list[str] | None:
+    """`a, b,c` -> ["a", "b", "c"] (None for no text): the comma-separated flags (--labels, --text-column, ...)."""
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
 def _label_map(label_map: str | Mapping[int, str] | None) -> dict[str, str] | None:
@@ -103,9 +119,12 @@ def _size(value: int | str) -> int | str | None:
     return None if value == "full" else value
 
 
-def _train_config(epochs: int, lr: float, batch_size: int, max_length: int) -> TrainConfig:
+def _train_config(options: RunOptions, preset: Preset) -> TrainConfig:
+    """The options' training values, the preset's where not given (the last three: TrainConfig's defaults)."""
+    values = {**preset.train_values(), "max_length": options.max_length}
+    values.update({f: getattr(options, f) for f in TRAIN_OPTIONS if getattr(options, f) is not None})
     try:
-        return TrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length)
+        return TrainConfig(**values)
     except BadValue as exc:
         raise RobenchError(f"--{exc.name.replace('_', '-')} must be {exc.requirement}, got {exc.value!r}") from exc
 

@@ -32,9 +32,15 @@ class Preset:
         """The `TrainConfig` fields the preset sets."""
         return {"epochs": self.epochs, "lr": self.lr, "batch_size": self.batch_size}
 
-    def eval_size(self, search_attack: bool) -> int | None:
-        """Replay attacks (one query per example) always use their whole split."""
-        return self.search_eval_size if search_attack else None
+    def eval_size(self, attack: str) -> int | None:
+        """The eval examples `attack` gets: `search_eval_size` when it searches (queries the model per word); a
+        replay attack (one query per example) always uses its whole split."""
+        from robench.engine.attack import ATTACKS
+
+        if self.search_eval_size is None:  # the same for every attack: the name is checked, nothing imported
+            ATTACKS.require(attack)
+            return None
+        return self.search_eval_size if ATTACKS.get(attack).query_cost_per_word > 0 else None
 
 
 PRESETS: dict[str, Preset] = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from robench.classifier.backbone import Backbone, resolve_backbone
 from robench.core.errors import RobenchError
@@ -13,7 +13,7 @@ from robench.core.hashing import content_hash
 from robench.core.params import make_params
 from robench.core.paths import Settings
 from robench.core.registry import TASKS
-from robench.core.types import Task
+from robench.core.types import Split, Task
 from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
 from robench.data.loading import load_split, subset_indices
@@ -40,6 +40,22 @@ class ResolvedRun:
     recipe: AttackRecipe | None = None  # None: training only
     attack_params: Any = None  # the recipe's params dataclass
     label_order: tuple[int, ...] | None = None  # a saved checkpoint's output for each task label
+    # the data the run has read so far, by split ("train", "eval", "attacked"): each is read once per run
+    splits: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def split(self, name: Split) -> Any:
+        """The task's `name` split (`robench.data.loading.load_split`), read on first use and kept with the run."""
+        if name not in self.splits:
+            self.splits[name] = load_split(self.task, name, self.settings.data_dir, self.spec.data_source)
+        return self.splits[name]
+
+    def attacked_split(self) -> Any:
+        """The split the attack draws its examples from: the recipe's own (AdvGLUE's) or the task's eval split."""
+        if "attacked" not in self.splits:
+            own = self.recipe.examples if self.recipe is not None else None
+            self.splits["attacked"] = self.split("eval") if own is None else \
+                own(self.task, self.settings, self.spec.data_source)
+        return self.splits["attacked"]
 
     def hyperparameters(self) -> dict[str, Any]:
         """Training, defense and attack hyperparameters as recorded in a run record (of a given model's
@@ -58,7 +74,9 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
     if spec.trains and spec.task_source is not None and not has_train_file(spec.task_source):
         raise RobenchError(f"task {spec.task!r} has no train file, so there is nothing to fine-tune on: attack an "
                            "existing model with --checkpoint (robench.evaluate in Python), or add a train file")
-    task = resolve_task(spec)
+    splits: dict[str, Any] = {}
+    task = resolve_task(spec, splits)
+    read = _reader(task, settings, spec.data_source, splits)
     defense, model_params, backbone, order = None, {}, None, None
     if spec.trains:
         defense = resolve_model(spec.model)
@@ -80,18 +98,28 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
         attack_params = make_params(recipe.params, spec.attack_params, f"attack {spec.attack!r}")
         recipe.check(task, attack_params, settings)
         if recipe.query_cost_per_word and recipe.examples is None:
-            check_attack_lengths(spec, task, settings)
-    train_data = data_fingerprint(spec, task, settings)
+            check_attack_lengths(spec, task, read("eval"))
+    train_data = data_fingerprint(spec, task, settings, read)
     data = train_data  # the run's fingerprint adds the files the recipe reads itself (AdvGLUE's)
     if recipe is not None and recipe.data_files and spec.data_source == "local" and task.uses_data_dir:
         data = content_hash([train_data, files_fingerprint(settings.data_dir, recipe.data_files, settings.cache_dir)])
-    spec = dataclasses.replace(spec, data_fingerprint=data, train_size=effective_train_size(spec, task, settings),
+    spec = dataclasses.replace(spec, data_fingerprint=data, train_size=effective_train_size(spec, task, read),
                                model_params=_canonical(spec.model_params, model_params,
                                                        defense.resolve_params({}) if defense is not None else {}),
                                attack_params=_canonical(spec.attack_params, dataclasses.asdict(attack_params)
                                                         if attack_params is not None else {}, _attack_defaults(recipe)))
     return ResolvedRun(spec, settings, task, defense, model_params, backbone, train_data, recipe, attack_params,
-                       order)
+                       order, splits)
+
+
+def _reader(task: Task, settings: Settings, source: str, splits: dict[str, Any]) -> Callable[[Split], Any]:
+    """Reads each split of the run's data once (into `splits`, which the resolved run keeps)."""
+    def read(split: Split) -> Any:
+        if split not in splits:
+            splits[split] = load_split(task, split, settings.data_dir, source)
+        return splits[split]
+
+    return read
 
 
 def _canonical(given: dict[str, Any], resolved: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -109,11 +137,11 @@ def _attack_defaults(recipe: AttackRecipe | None) -> dict[str, Any]:
     return dataclasses.asdict(make_params(recipe.params, {}, f"attack {recipe.name!r}"))
 
 
-def check_attack_lengths(spec: RunSpec, task: Task, settings: Settings) -> None:
+def check_attack_lengths(spec: RunSpec, task: Task, split: Any) -> None:
     """A word-level search asks the model about the whole text once or more per word it tries, so its cost grows
     with the square of the text's length (a 100,000-character text: hours, and gigabytes of cached queries):
-    an attacked text of more than MAX_ATTACK_WORDS words is an error before any work, naming its rows."""
-    split = load_split(task, "eval", settings.data_dir, spec.data_source)
+    an attacked text of more than MAX_ATTACK_WORDS words is an error before any work, naming its rows (`split`:
+    the task's eval split)."""
     rows = subset_indices(len(split), spec.eval_size, spec.eval_seed)
     texts = split[task.text_fields[-1]]  # the attacked field (of a pair, the second)
     long = [(i, n) for i in rows if (n := len(str(texts[i]).split())) > MAX_ATTACK_WORDS]
@@ -125,13 +153,13 @@ def check_attack_lengths(spec: RunSpec, task: Task, settings: Settings) -> None:
                            "them, or choose other examples (--eval-size, --eval-seed)")
 
 
-def effective_train_size(spec: RunSpec, task: Task, settings: Settings) -> int | None:
+def effective_train_size(spec: RunSpec, task: Task, read: Callable[[Split], Any]) -> int | None:
     """`spec.train_size`, or None (the whole split) when it is at least the train split's size: the same training
     rows, so the same run id and checkpoint as no --train-size. The record says how many examples were used
     (`resources.data.train_examples`)."""
     if not spec.trains or spec.train_size is None:
         return spec.train_size
-    rows = len(load_split(task, "train", settings.data_dir, spec.data_source))
+    rows = len(read("train"))
     if spec.train_size < rows:
         return spec.train_size
     log.info("train size %d is at least the %d rows of the %s train split: training on the whole split",
@@ -139,11 +167,12 @@ def effective_train_size(spec: RunSpec, task: Task, settings: Settings) -> int |
     return None
 
 
-def data_fingerprint(spec: RunSpec, task: Task, settings: Settings) -> str:
-    """The train and eval data the run reads: a task from files by its files' hashes, else robench.data.fingerprint."""
+def data_fingerprint(spec: RunSpec, task: Task, settings: Settings, read: Callable[[Split], Any]) -> str:
+    """The train and eval data the run reads: a task from files by its files' hashes, else robench.data.fingerprint
+    (rows it needs are read through `read`, once per run)."""
     if spec.task_source is not None:
         return content_hash(spec.task_source)
-    return task_fingerprint(task, settings, spec.data_source)
+    return task_fingerprint(task, settings, spec.data_source, read)
 
 
 def check_spec(spec: RunSpec) -> None:
@@ -158,12 +187,13 @@ def check_spec(spec: RunSpec) -> None:
         raise RobenchError(f"--data-source must be 'local' or 'hub', got {spec.data_source!r}")
 
 
-def resolve_task(spec: RunSpec) -> Task:
+def resolve_task(spec: RunSpec, splits: dict[str, Any] | None = None) -> Task:
     """A registered task, or the task read from the files in `spec.task_source` (read and validated now: the
-    user's files are small, and their errors should come before any model is loaded)."""
+    user's files are small, and their errors should come before any model is loaded; `splits` keeps them)."""
     if spec.task_source is None:
         return TASKS.get(spec.task)
     task = task_from_definition(spec.task_source)
+    splits = {} if splits is None else splits
     for split in ("train", "eval") if spec.trains else ("eval",):
-        load_split(task, split, None, spec.data_source)
+        splits[split] = load_split(task, split, None, spec.data_source)
     return task

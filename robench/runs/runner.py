@@ -4,9 +4,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 
@@ -19,8 +20,8 @@ from robench.core.paths import Settings, resolve_settings
 from robench.core.progress import PHASES, phase
 from robench.core.records import RunRecord, record_path
 from robench.core.text import excerpt
-from robench.core.types import ExampleResult, Source, Task
-from robench.data.loading import load_split, subset_indices, texts_of
+from robench.core.types import ExampleResult, Task
+from robench.data.loading import subset_indices, texts_of
 from robench.engine.attack import AttackContext
 from robench.engine.metrics import textattack_metrics
 from robench.engine.words import join_fields
@@ -51,6 +52,7 @@ class PreparedModel:
     backbone: dict[str, Any] | None = None  # the fine-tuned backbone (robench-trained models)
     timings: dict[str, Any] = field(default_factory=dict)
     train_examples: int | None = None  # the examples it was fine-tuned on (robench-trained models)
+    label_order: tuple[int, ...] | None = None  # an in-memory model's output for each task label (else resolved's)
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,7 @@ def train(spec: RunSpec, settings: Settings | None = None, device: str = "auto",
     if not spec.trains:
         raise RobenchError("the spec names a checkpoint: it is already trained (use run to attack it)")
     resolved = resolve_run(spec, settings or resolve_settings(), attack=False)
-    torch_device = pick_device(device)
-    if on_estimate is not None and not is_cached(resolved.settings.checkpoints_dir / checkpoint_key(resolved)):
-        on_estimate(estimate(resolved, torch_device, train_cached=False, say=_say))
-    return fine_tune(resolved, torch_device, console)
+    return train_checkpoint(resolved, pick_device(device), console, on_estimate)
 
 
 def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", console: Console | None = None,
@@ -114,39 +113,88 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
     spec waits for the first, then returns its record. `on_estimate` receives the cost estimate of the
     remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
     measured speed to estimate from). `batch_size`: inputs per forward pass of a given checkpoint (default 64)."""
-    settings = settings or resolve_settings()
     with phase("reading the task data and resolving the run"):
-        resolved = resolve_run(spec, settings)
+        resolved = resolve_run(spec, settings or resolve_settings())
+    return run_resolved(resolved, device, console, force, on_estimate, batch_size)
+
+
+# ---------------------------------------------------------------- the stages: resolve, train or load, attack, write
+
+Prepare = Callable[[ResolvedRun, Any], PreparedModel]  # (resolved run, torch device) -> the model to attack
+
+
+@dataclass
+class Attacked:
+    """What the attack stage made: the run record and its per-example results, not written yet (`write`)."""
+
+    record: RunRecord
+    results: list[ExampleResult] | None  # None: a finished record found on disk (written before)
+
+
+def run_resolved(resolved: ResolvedRun, device: str = "auto", console: Console | None = None, force: bool = False,
+                 on_estimate: OnEstimate | None = None, batch_size: int | None = None,
+                 prepare: Prepare | None = None) -> RunRecord:
+    """The stages after `resolve_run`, under the run's lock: the finished record if there is one (unless `force`),
+    else the model trained or loaded (`prepare_model`; `prepare`: another source, as `robench.evaluate`'s
+    in-memory models), attacked, and the record written."""
+    return run_stages(resolved, device, console, force, on_estimate, batch_size, prepare).record
+
+
+def run_stages(resolved: ResolvedRun, device: str = "auto", console: Console | None = None, force: bool = False,
+               on_estimate: OnEstimate | None = None, batch_size: int | None = None,
+               prepare: Prepare | None = None) -> Attacked:
+    """`run_resolved`, returning the per-example results with the record (a grid worker sends both)."""
     spec = resolved.spec
-    if spec.checkpoint is not None and spec.checkpoint.get("kind") != "checkpoint":
+    if prepare is None and not spec.trains and spec.checkpoint.get("kind") != "checkpoint":
         raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
-    store = RunStore(settings.runs_dir, spec.run_id)
-    with file_lock(store.lock_path, f"waiting for another process running {spec.run_id}"):
+    with run_lock(resolved) as store:
         if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
-            return finished
-        return _run(resolved, store, device, console, force, on_estimate, batch_size)
+            return Attacked(finished, None)
+        torch_device = pick_device(device)
+        model = prepare(resolved, torch_device) if prepare is not None else \
+            prepare_model(resolved, torch_device, console, on_estimate, batch_size)
+        attacked = attack(resolved, model, store, str(torch_device), console, force)
+        write(store, attacked)
+        return attacked
 
 
-def _run(resolved: ResolvedRun, store: RunStore, device: str, console: Console | None, force: bool,
-         on_estimate: OnEstimate | None, batch_size: int | None = None) -> RunRecord:
-    torch_device = pick_device(device)
-    model = prepare_model(resolved, torch_device, console, on_estimate, batch_size)
-    return attack(resolved, model, store, str(torch_device), console, force)
+@contextmanager
+def run_lock(resolved: ResolvedRun) -> Iterator[RunStore]:
+    """The run's store, held against another process running the same run (that one waits, then finds the
+    record)."""
+    run_id = resolved.spec.run_id
+    store = RunStore(resolved.settings.runs_dir, run_id)
+    with file_lock(store.lock_path, f"waiting for another process running {run_id}"):
+        yield store
+
+
+def train_checkpoint(resolved: ResolvedRun, torch_device, console: Console | None = None,
+                     on_estimate: OnEstimate | None = None) -> TrainedModel:
+    """The train stage: fine-tune `resolved`'s model, or reuse its cached checkpoint (`on_estimate`: as in `run`)."""
+    _say_estimate(resolved, torch_device, on_estimate)
+    PHASES.info("fine-tuning %s, or reusing its cached checkpoint (the backbone and the training data load first)",
+                resolved.spec.model)
+    return fine_tune(resolved, torch_device, console)
+
+
+def _say_estimate(resolved: ResolvedRun, torch_device, on_estimate: OnEstimate | None) -> None:
+    """The cost estimate of the stages left, to `on_estimate`; none for a cached checkpoint that is only trained."""
+    if on_estimate is None:
+        return
+    cached = is_cached(resolved.settings.checkpoints_dir / checkpoint_key(resolved))
+    if resolved.recipe is not None or not cached:
+        on_estimate(estimate(resolved, torch_device, cached, say=_say))
 
 
 def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None = None,
                   on_estimate: OnEstimate | None = None, batch_size: int | None = None) -> PreparedModel:
-    """The model `resolved` attacks, ready to query: fine-tuned (or its cached checkpoint) or the given one."""
+    """The train-or-load stage: the model `resolved` attacks, ready to query: fine-tuned (or its cached
+    checkpoint) or the given one."""
     spec, settings = resolved.spec, resolved.settings
-    start = time.perf_counter()
     if spec.trains:
-        if on_estimate is not None:
-            cached = is_cached(settings.checkpoints_dir / checkpoint_key(resolved))
-            on_estimate(estimate(resolved, torch_device, cached, say=_say))
-            start = time.perf_counter()
-        PHASES.info("fine-tuning %s, or reusing its cached checkpoint (the backbone and the training data load "
-                    "first)", spec.model)
-        trained = fine_tune(resolved, torch_device, console)
+        _say_estimate(resolved, torch_device, on_estimate)
+        start = time.perf_counter()  # the stage's time, after the estimate
+        trained = train_checkpoint(resolved, torch_device, console)
         victim = load_victim(trained.checkpoint, torch_device, max_length=spec.train.max_length, settings=settings)
         model = PreparedModel(victim, trained.record["dev_accuracy"], str(trained.checkpoint),
                               trained.record["backbone"],
@@ -154,6 +202,7 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
                                "train_examples_per_second": trained.record["train_examples_per_second"]},
                               trained.record.get("train_examples"))
     else:
+        start = time.perf_counter()
         sized = {"batch_size": batch_size} if batch_size is not None else {}
         with phase(f"loading the checkpoint {spec.checkpoint['location']}"):
             victim = load_victim(spec.checkpoint["location"], torch_device, label_order=resolved.label_order,
@@ -165,7 +214,7 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
 
 def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
     """Accuracy on the task's whole eval split, as training reports it; leaves the victim's cache empty."""
-    dev = load_split(resolved.task, "eval", resolved.settings.data_dir, resolved.spec.data_source)
+    dev = resolved.split("eval")
     with phase(f"measuring the model's accuracy on the whole eval split ({len(dev)} examples)"):
         value = accuracy(victim, texts_of(dev, resolved.task), list(dev["label"]))
     victim.reset()  # the attack starts from a fresh cache and counters, as on a freshly trained model
@@ -173,11 +222,12 @@ def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
 
 
 def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device: str,
-           console: Console | None = None, force: bool = False) -> RunRecord:
-    """Attack `model` on the eval subset of `resolved`'s spec, then write and return the run record."""
+           console: Console | None = None, force: bool = False) -> Attacked:
+    """The attack stage: attack `model` on the eval subset of `resolved`'s spec (each finished example appended to
+    `store`'s partial file, for a resume) and make the run record (`write` writes it)."""
     spec, settings, task, recipe = resolved.spec, resolved.settings, resolved.task, resolved.recipe
     start = time.perf_counter()
-    split = (recipe.examples or _task_eval_split)(task, settings, spec.data_source)
+    split = resolved.attacked_split()
     rows = subset_indices(len(split), spec.eval_size, spec.eval_seed)  # never the training seed: paired runs
     eval_data = split if len(rows) == len(split) else split.select(rows)
     ctx = AttackContext(spec, task, model.victim, settings, eval_data, model.dev_accuracy, {}, store.append,
@@ -222,7 +272,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
         data.update(source="files", data_dir=None, sha256=spec.task_source["sha256"])
     resources = {"backbone": model.backbone, "data": data, "attack": output.resources, "device": device}
     if not spec.trains:
-        resources["model"] = {**spec.checkpoint, "label_order": resolved.label_order}
+        order = model.label_order if model.label_order is not None else resolved.label_order
+        resources["model"] = {**spec.checkpoint, "label_order": order}
     seconds += done.attack_seconds  # a resumed attack's earlier processes count too
     timings = {"train_seconds": None, **model.timings, "attack_seconds": seconds,
                "total_seconds": model.timings.get("train_stage_seconds", 0.0) + seconds,
@@ -237,14 +288,19 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
         metrics=metrics, timings=timings, checkpoint=model.checkpoint, versions=package_versions(),
         git_commit=git_commit(), created=now(),
     )
-    store.finish(record, results)
-    return record
+    return Attacked(record, results)
+
+
+def write(store: RunStore, attacked: Attacked) -> RunRecord:
+    """The write stage: the per-example CSV and the record with its manifest; the partial file goes."""
+    store.finish(attacked.record, attacked.results)
+    return attacked.record
 
 
 def chance_checks(resolved: ResolvedRun, results: list[ExampleResult], metrics: dict[str, Any]) -> list[dict]:
     """The record's `metrics.chance`: dev and clean accuracy against their majority-class rates
     (`robench.runs.chance`)."""
-    dev = load_split(resolved.task, "eval", resolved.settings.data_dir, resolved.spec.data_source)
+    dev = resolved.split("eval")
     checks = [chance.check("dev", metrics["dev_accuracy"], [int(y) for y in dev["label"]])]
     if metrics.get("clean_accuracy") is not None:
         labels = [r.label for r in results if r.status != "error"]
@@ -290,10 +346,6 @@ def _require_results(results: list[ExampleResult]) -> None:
     if errors:
         log.warning("%d of %d examples ended in an error (first: %s); they are left out of every ratio",
                     len(errors), len(results), excerpt(errors[0].error, 200, quote=False))
-
-
-def _task_eval_split(task: Task, settings: Settings, source: Source):
-    return load_split(task, "eval", settings.data_dir, source)
 
 
 def _matches(examples, task: Task):

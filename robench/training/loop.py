@@ -33,7 +33,7 @@ from robench.core.manifest import folder_manifest, folder_problem
 from robench.core.paths import Settings
 from robench.core.progress import progress_bar
 from robench.core.types import Source, Task
-from robench.data.loading import load_split, subset, texts_of
+from robench.data.loading import subset, texts_of
 from robench.training.config import TrainConfig
 from robench.training.defense import ComposedDefense
 from robench.training.objective import Objective, TrainingContext
@@ -121,8 +121,7 @@ def fine_tune(run: TrainingRun, device: torch.device, console: Console | None = 
 def _train(run: TrainingRun, target: Path, device: torch.device, console: Console | None) -> TrainedModel:
     spec, settings, task, defense, params, backbone = (run.spec, run.settings, run.task, run.defense,
                                                        run.model_params, run.backbone)
-    train = subset(load_split(task, "train", settings.data_dir, spec.data_source), spec.train_size, spec.seed)
-    dev = load_split(task, "eval", settings.data_dir, spec.data_source)
+    train, dev = subset(run.split("train"), spec.train_size, spec.seed), run.split("eval")
     tokenizer = load_tokenizer(backbone.location)
     from transformers import set_seed
 
