@@ -11,7 +11,7 @@ export ROBENCH_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup demo test test-deps clean leaderboard-image readme-results reference
+.PHONY: setup demo test check test-deps clean leaderboard-image readme-results reference cli-doc
 
 setup: $(STAMP)
 
@@ -53,6 +53,10 @@ reference: | setup
 	$(BIN)/python studies/claims.py >/dev/null
 	$(BIN)/python studies/cost.py >/dev/null
 	$(BIN)/python studies/readme_results.py
+
+# The CLI reference (docs/guide/cli.md, cli-bench.md), from the argument parser (tests/test_cli_markdown.py checks it).
+cli-doc: | setup
+	$(BIN)/python -m robench.cli.markdown docs/guide
 
 # The README's results table alone, from results/reference/leaderboard.csv.
 readme-results: | setup
