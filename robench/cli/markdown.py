@@ -26,8 +26,8 @@ PAGES = (
     Page("cli-bench.md", "CLI reference: `robench resources` and `robench bench`", ("resources", "bench")),
 )
 INTRO = ("Generated from the argument parser by `make cli-doc` (`python -m robench.cli.markdown`); do not edit by "
-         "hand. How the common flags fit together: [usage.md](usage.md). Bad input gives one `robench: error: ...` "
-         "line and exit status 2 before any work.")
+         "hand. Runs, settings, records and the Python API: [concepts.md](concepts.md). Bad input gives one "
+         "`robench: error: ...` line and exit status 2 before any work.")
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
