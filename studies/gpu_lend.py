@@ -2,7 +2,7 @@
 """GPU evidence that fits one lend (issue 48): the most valuable figures first, nothing lost when time runs out.
 
     python studies/gpu_lend.py --plan                       # expected seconds per step; exit 1 over --limit
-    python studies/gpu_lend.py --bundle "$OUT"              # on the lent machine (docs/gpu.md)
+    python studies/gpu_lend.py --bundle "$OUT"              # on the lent machine (docs/studies/gpu.md)
 
 Steps, in priority order, each writing its records and tables into --out as it finishes:
 
