@@ -1,7 +1,8 @@
 # Two commands on a fresh machine:
 #   make demo   - set everything up, then fine-tune the embedded default (MiniLM) on SST-2 and replay AdvGLUE
-#   make test   - set everything up, then run the test suite
+#   make test   - set everything up, then run the whole test suite
 # Both are idempotent: the virtualenv is (re)built only when pyproject.toml changes.
+# While developing: make check - ruff and the unit tests (no real model, browser, Ray or pip install).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +12,7 @@ export ROBENCH_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup demo test test-deps clean leaderboard-image readme-results reference
+.PHONY: setup demo test check test-deps clean leaderboard-image readme-results reference cli-doc
 
 setup: $(STAMP)
 
@@ -39,6 +40,13 @@ test: setup test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto --maxprocesses 4
 
+# The inner loop: every test but those marked integration (the real MiniLM or real attack resources), browser, ray
+# and pip (pyproject.toml; tests/conftest.py marks the last three by fixture). Needs no apt package.
+UNIT := not integration and not browser and not ray and not pip
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n 2 -q -m "$(UNIT)"
+
 # The reference outputs, regenerated from the packed records (records.jsonl, examples.parquet) after new ones land
 # (tests/test_reference_leaderboard.py checks them byte for byte): per protocol the leaderboard (csv, md; the html
 # page and its run pages, not committed) and compare.txt; the claims' verdicts (results/reference/claims.{md,json});
@@ -53,6 +61,10 @@ reference: | setup
 	$(BIN)/python studies/claims.py >/dev/null
 	$(BIN)/python studies/cost.py >/dev/null
 	$(BIN)/python studies/readme_results.py
+
+# The CLI reference (docs/guide/cli.md, cli-bench.md), from the argument parser (tests/test_cli_markdown.py checks it).
+cli-doc: | setup
+	$(BIN)/python -m robench.cli.markdown docs/guide
 
 # The README's results table alone, from results/reference/leaderboard.csv.
 readme-results: | setup

@@ -29,7 +29,7 @@ BERT", EMNLP 2020. https://arxiv.org/abs/2004.09984
   candidates, so a swap must be both fluent in context and a synonym. Without it
   (`valid_synonyms=false`, the paper's), the offline MLM's top K are mostly fluent
   words of another meaning: 4% of the v3 reference's BERT-Attack swaps were listed
-  synonyms and every model fell to 1-2% (docs/attacks.md, "Valid attacks");
+  synonyms and every model fell to 1-2% (docs/studies/attacks.md, "Valid attacks");
 * at most 40% of the words change (the `paper` budget): the text may differ from
   the original in at most ceil(0.4 * words) words (TextAttack's MaxWordsPerturbed;
   `max_modification_rate`);
@@ -43,7 +43,7 @@ BERT", EMNLP 2020. https://arxiv.org/abs/2004.09984
   attack; its 30% is tighter than the paper's 40%); `budget=morris2020` adds a
   word cosine >= 0.9 in the lexicon table's counter-fitted space (MLM candidates
   outside its vocabulary fail) and sentence cosine >= 0.98 (mapped to MiniLM);
-  `budget=natural` adds to those the filters of robench.engine.natural (docs/natural.md),
+  `budget=natural` adds to those the filters of robench.engine.natural (docs/guide/natural.md),
   after the candidate filter; `budget=paper` is the paper's;
 * greedy: at each word, take the candidate with the lowest gold probability if
   it lowers it; stop when the label flips (then the most similar flipping candidate).
@@ -327,5 +327,5 @@ RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations) that "
             "are valid synonyms, importance by [MASK], <=40% words, greedy; batched across examples",
     params=BertAttackParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
-    query_cost_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/results.md, Attacks)
+    query_cost_per_word=4.8,  # 92.9 queries / ~19 words per SST-2 input (docs/studies/results.md, Attacks)
 ))

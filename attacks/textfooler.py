@@ -31,7 +31,7 @@ changed (ceil(0.3 x words), TextAttack's MaxWordsPerturbed), USE 0.840845057
 `budget=morris2020` takes Morris et al. (2020)'s human-validated thresholds (word
 cosine >= 0.9, sentence cosine >= 0.98 mapped to MiniLM, windows of 15, short
 texts checked), `budget=natural` those thresholds plus the filters for text a
-reader accepts (robench.engine.natural, docs/natural.md: fixed phrases, inflection,
+reader accepts (robench.engine.natural, docs/guide/natural.md: fixed phrases, inflection,
 sense, grammar; they run after the constraints below) and `budget=paper` the
 values above (K 50, cos >= 0.5, no cap, no budget). Any explicit parameter wins
 over the setting.
@@ -53,7 +53,7 @@ Deviations (every one of them on purpose; all are recorded in the run record):
   upper bound, but a word has 7.3 candidates on average on SST-2 (p90 14; the
   paper's K = 50 neighbours are always 50), so fewer swaps are tried per word;
   the `min_cos` bound applies to that space's cosine, not PARAGRAM's
-  (docs/resources.md). `synonym_source="neighbors"` takes the Alzantot lists alone;
+  (docs/guide/resources.md). `synonym_source="neighbors"` takes the Alzantot lists alone;
 * part of speech in context (`wordnet_pos=True`, not in the paper): a candidate
   must have a WordNet sense in the part of speech the word has in its context
   (universal tags NOUN, VERB, ADJ, ADV; words tagged otherwise get none;
@@ -61,12 +61,12 @@ Deviations (every one of them on purpose; all are recorded in the run record):
   The listed synonym pairs carry no part of speech, and the paper's POS check lets
   nouns and verbs swap, so "the movie lacks wit" -> "the movie dearth wit" passed
   it. On 160 hand-read successful swaps it removes 19% of the meaning-changing
-  ones and 4% of the others (docs/attacks.md, "Reading the swaps");
+  ones and 4% of the others (docs/studies/attacks.md, "Reading the swaps");
 * contextual filter (`min_context_cos`, off by default; not in the paper): with a
   value, a candidate must also keep the packaged MiniLM's last-layer state at the
   word within that cosine of the original's (`robench.engine.resources.context`);
   at 0.6 the share of successful swaps read as meaning-preserving rises from 43%
-  to 71% and the success rate falls from 71% to 29% (bert, docs/attacks.md);
+  to 71% and the success rate falls from 71% to 29% (bert, docs/studies/attacks.md);
 * sentence similarity: the packaged MiniLM (all-MiniLM-L6-v2) instead of the
   Universal Sentence Encoder; the paper's threshold is mapped to MiniLM by
   `robench.engine.resources` (`threshold_for(0.840845057, "angular")`, see its docs);
@@ -240,5 +240,5 @@ RECIPE = ATTACKS.register("textfooler")(WordSwapRecipe(
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
     params=TextFoolerParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
-    query_cost_per_word=4.8,  # 87.2 queries / 18.2 words per SST-2 input (docs/results.md, Attacks)
+    query_cost_per_word=4.8,  # 87.2 queries / 18.2 words per SST-2 input (docs/studies/results.md, Attacks)
 ))

@@ -44,7 +44,7 @@ Deviations (each on purpose):
 
 * synonyms: robench's default (valid) synonym table instead of the counter-fitted PARAGRAM-SL999 vectors (not
   offline); its cosines are those of that table's counter-fitted space, so the 0.8 threshold acts on another
-  space (docs/resources.md);
+  space (docs/guide/resources.md);
 * sentence encoder: the packaged MiniLM (all-MiniLM-L6-v2, an STS-trained sentence-transformer like
   stsb-distilbert-base) at the paper's cosine 0.9, not re-calibrated (no stsb-distilbert offline);
 * POS tags: NLTK's averaged-perceptron tagger (universal tags) from the data dir, as robench's TextFooler;

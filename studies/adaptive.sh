@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Adaptive evaluation of bert and imbert on SST-2 (docs/adaptive.md): black-box attacks, the white-box
+# Adaptive evaluation of bert and imbert on SST-2 (docs/guide/adaptive.md): black-box attacks, the white-box
 # gradient-swap through IM-BERT's unrolled solver and with BPDA, transfer of bert's TextFooler texts, then the
 # leaderboard with the worst-case column and the gradient-masking flags.
 #
 #   bash studies/adaptive.sh                       # the full protocol: 3 seeds, 200 eval examples
-#   SEEDS=0 EVAL_SIZE=20 BERT_ATTACK=0 bash studies/adaptive.sh   # the CPU-sized run of docs/adaptive.md
+#   SEEDS=0 EVAL_SIZE=20 BERT_ATTACK=0 bash studies/adaptive.sh   # the CPU-sized run of docs/studies/adaptive.md
 #   bash studies/adaptive-reference.sh             # on the reference leaderboard's checkpoints and records
 #
 # Environment: ROBENCH_DATA_DIR, ROBENCH_CACHE_DIR, ROBENCH_RESULTS_DIR as for `robench run`.

@@ -1,4 +1,4 @@
-"""The candidate sources compared (docs/resources.md): SimLex-999 rho, candidates per word, coverage on SST-2 /
+"""The candidate sources compared (docs/studies/resources.md): SimLex-999 rho, candidates per word, coverage on SST-2 /
 MR / AG, held-out recall. Writes results/evidence-cpu/attack-validity/sources.json.
 
     ROBENCH_DATA_DIR=/path/to/shared/data python studies/attack_validity_sources.py

@@ -1,10 +1,10 @@
-"""The before/after table of docs/attacks.md#valid-attacks: per model and word-level attack, the old records
+"""The before/after table of docs/studies/attacks.md#valid-attacks: per model and word-level attack, the old records
 (the v2 reference's, results/evidence-cpu/reference-v2: counter-fitted GloVe-50d, no budget, no antonym filter)
 against the new ones (results/evidence-cpu/attack-validity: the `lexicon` source, the textdefender budget,
 BERT-Attack's antonym filter; and, as "textdefender + wordnet_pos", results/evidence-cpu/pos-in-context: the same
 checkpoints under today's default, with the part-of-speech-in-context check), 100 SST-2 dev examples (eval_seed
 0) x the training seeds present. Accuracy under attack and success rate with the 95% intervals of
-robench.report.stats (seeds and examples resampled, docs/statistics.md); the swap audit pooled over seeds
+robench.report.stats (seeds and examples resampled, docs/guide/statistics.md); the swap audit pooled over seeds
 (robench.engine.audit; the old records audited from their CSVs). Writes
 results/evidence-cpu/attack-validity/evidence_table.json and prints markdown rows.
 

@@ -1,4 +1,4 @@
-"""The seed claims tested on the v3 records (docs/reference.md, "The claims"): per claim, the defence minus bert
+"""The seed claims tested on the v3 records (docs/studies/reference.md, "The claims"): per claim, the defence minus bert
 in accuracy under attack, paired over matched seeds and the shared examples (robench.report.compare), its 95%
 interval, p, the difference detectable with 80% power, and the verdict against the claimed size:
 
@@ -28,7 +28,7 @@ NOTE = ("The defence minus bert in accuracy under attack, paired over matched se
         "(robench.report.compare), with its per-claim 95% interval; Holm p: the test of no difference, Holm over the "
         "claims with records (confirms); claim Holm p: the test of the claimed size (of a direction: the test of no "
         "difference, against it), Holm over the same claims (refutes at < 0.05); detectable: the difference the test "
-        "finds with 80% power at alpha 0.05 (docs/statistics.md). Written by studies/claims.py from the "
+        "finds with 80% power at alpha 0.05 (docs/guide/statistics.md). Written by studies/claims.py from the "
         "records.")
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 # (name, records, task, model, attack, training sentences, claimed points or None for a direction). IM-BERT: its

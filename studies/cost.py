@@ -1,4 +1,4 @@
-"""The measured cost per cell kind of the v3 reference (docs/reference.md, "v3: measured cost"): from every
+"""The measured cost per cell kind of the v3 reference (docs/studies/reference.md, "v3: measured cost"): from every
 record of results/reference, per model the training seconds of its checkpoints (3,000 sentences x 2
 epochs; each checkpoint counted once) and per model and attack the attack seconds per example, as min-max over
 the records. One thread each (SAFER's seed 4: two, alone), on the 2-core machine shared with other work, so the

@@ -34,7 +34,7 @@ timeout "${T_ANALYSIS:-900}" "${RB[@]}" bench analysis "${LOC[@]}" --results-dir
   --model bert,freelb,smart,imbert --seed $SEEDS --task sst2 "${TRAIN[@]}" --examples "$EXAMPLES"
 "${RB[@]}" leaderboard --results-dir "$OUT/results" --with-analysis
 
-echo "== attack engine: TextFooler vs TextAttack's, the fraction of the raw forward rate and the profile (docs/attacks.md)"
+echo "== attack engine: TextFooler vs TextAttack's, the fraction of the raw forward rate and the profile (docs/studies/attacks.md)"
 timeout "${T_ATTACK:-900}" "${RB[@]}" bench attack "${LOC[@]}" --results-dir "$OUT/results" --examples "$EXAMPLES" \
   --no-stock
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first command of a session lent a GPU (docs/gpu.md): through the device tool, from the repository root,
+# The first command of a session lent a GPU (docs/studies/gpu.md): through the device tool, from the repository root,
 #   run(command="bash studies/gpu-lend.sh", carry=[".gpu"], timeout_s=600)
 # .gpu/ (ignored) is filled here first by `python studies/gpu_prepare.py`: wheels/ (installed into /tmp/site),
 # minilm.tar.xz (the float16 MiniLM copy, ROBENCH_MINILM_DIR), data.tar.xz (the data dir) and pack.json (the steps

@@ -2,7 +2,7 @@
 """GPU evidence that fits one lend (issue 48): the most valuable figures first, nothing lost when time runs out.
 
     python studies/gpu_lend.py --plan                       # expected seconds per step; exit 1 over --limit
-    python studies/gpu_lend.py --bundle "$OUT"              # on the lent machine (docs/gpu.md)
+    python studies/gpu_lend.py --bundle "$OUT"              # on the lent machine (docs/studies/gpu.md)
 
 Steps, in priority order, each writing its records and tables into --out as it finishes:
 
@@ -55,7 +55,7 @@ IMBERT_CLAIM = ("IM-BERT, AdvGLUE-sst2, +8.3 points", 8.3)  # its paper (arXiv 2
 PROCESS_START_S = 3.0  # a fresh Python importing torch, transformers and robench: 2.6 s of CPU time on the
 #                        2-core development machine (CUDA's start is in the H200 records' overhead)
 WARM_UP_S = 20.0  # the attack's resources: synonym table, sentence encoder, tagger, the textattack import
-# From the committed profiles (docs/attacks.md, "Performance", MR 100 examples, CPU): robench's attack outside the
+# From the committed profiles (docs/studies/attacks.md "Performance", MR 100 ex., CPU): robench's attack outside the
 # victim, the encoder apart (POS, candidates, search, bookkeeping, engine, outside: 1.83 s / 100 examples), and
 # TextAttack's time outside its victim forwards (45.6 s x (1 - 46.5%) / 100 examples). Both stay on the CPU.
 ROBENCH_CPU_S_PER_EXAMPLE = 0.0183

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a lent GPU machine needs, packed into `.gpu/` (ignored) so that it travels (docs/gpu.md).
+"""What a lent GPU machine needs, packed into `.gpu/` (ignored) so that it travels (docs/studies/gpu.md).
 
     python studies/gpu_prepare.py                 # here, before a lend: fill .gpu/, print the sizes, refuse > 64 MiB
     python studies/gpu_prepare.py --size          # only the travelling size of the tree as it is now
@@ -13,7 +13,8 @@ The device tool sends at most 64 MiB: the tracked files, the untracked files git
   a folder that `ROBENCH_MINILM_DIR` points at (robench/classifier/backbone.py);
 * `data.tar.xz`: the data files the steps read (`DATA_FILES`);
 * `pack.json`: what was packed, the steps it serves, the sizes and the backbone copy's measured difference.
-Only the probe and claims steps' needs fit (docs/gpu.md says what the attack step would need and why it does not).
+Only the probe and claims steps' needs fit (docs/studies/gpu.md says what the attack step would need and why it
+does not).
 """
 from __future__ import annotations
 

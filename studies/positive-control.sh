@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The positive control of issue 27 (docs/defenses.md, "The positive control"): adversarial training against bert
+# The positive control of issue 27 (docs/studies/defenses.md, "The positive control"): adversarial training against bert
 # in the reference setting (SST-2, 3,000 training sentences, lr 1e-4, batch 16, max length 128), every model
 # trained for 2 epochs so that `robench compare` pairs them (a2t: 1 clean + 1 adversarial epoch; bert: 2 clean):
 #

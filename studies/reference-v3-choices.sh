@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dev-only choices of the v3 reference's two IM-BERT claims (docs/reference.md, "v3: sizing"), bert seed 0:
+# The dev-only choices of the v3 reference's two IM-BERT claims (docs/studies/reference.md, "v3: sizing"), bert seed 0:
 #  1. low-resource: epochs per training size (100, 300, 1,000 SST-2 sentences), by SST-2 dev accuracy (the
 #     whole split; the AdvGLUE replay's dev_accuracy), so that each size is trained to convergence;
 #  2. the second task: RTE (its whole 2,490-pair train split) or QNLI (4,370 pairs of its dev split, the rest

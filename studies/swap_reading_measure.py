@@ -1,4 +1,4 @@
-"""Hand-read validity of TextFooler's successful swaps, and what offline signals can tell (docs/attacks.md,
+"""Hand-read validity of TextFooler's successful swaps, and what offline signals can tell (docs/studies/attacks.md,
 "Reading the swaps"). Writes results/evidence-cpu/swap-reading/measure.json.
 
     ROBENCH_DATA_DIR=/path/to/shared/data python studies/swap_reading_measure.py

@@ -1,4 +1,4 @@
-"""The hand readings of successful TextFooler swaps, summarised (docs/attacks.md, "Reading the swaps"). Writes
+"""The hand readings of successful TextFooler swaps, summarised (docs/studies/attacks.md, "Reading the swaps"). Writes
 readings.json; needs no data dir.
 
     python studies/swap_reading_readings.py

@@ -183,3 +183,15 @@ def where(settings) -> list:
 def base(where, tiny_backbone) -> list:
     """`where` plus a tiny, one-epoch training on the tiny random backbone."""
     return ["--backbone", tiny_backbone, "--epochs", "1", "--batch-size", "16", "--max-length", "32", *where]
+
+
+# What is not a unit test, by the fixture it needs: `make check` leaves these markers out (with `integration`);
+# `make test` runs them all.
+MARK_BY_FIXTURE = {"browser": "browser", "ray_session": "ray", "plugin_site": "pip"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, marker in MARK_BY_FIXTURE.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(getattr(pytest.mark, marker))

@@ -142,11 +142,12 @@ def test_train_values_by_training_size():
 
 
 def test_reference_grid_is_the_documented_protocol():
-    """results/grid-reference.toml (v3, issue 29, docs/reference.md): every defence x 5 seeds, one
+    """results/grid-reference.toml (v3, issue 29, docs/studies/reference.md): every defence x 5 seeds, one
     training setting, AdvGLUE whole and the word-level attacks on the same 300 dev sentences, in CPU order."""
     specs = expand(load_config(REPO / "results" / "grid-reference.toml"))
     models = ["bert", "a2t", "imbert", "freelb", "smart", "pgd", "ascc", "safer"]
-    # the cuts (docs/reference.md, "Cost"): pgd and ascc on 4 seeds, safer on the AdvGLUE replay (and certificate)
+    # the cuts (docs/studies/reference.md, "Cost"): pgd and ascc on 4 seeds, safer on the AdvGLUE replay (and
+    # certificate)
     assert len(specs) == 5 * 5 * 4 + 2 * 4 * 4 + 5 == len({s.run_id for s in specs})
     assert {(s.attack, s.seed) for s in specs if s.model == "safer"} == {("advglue", seed) for seed in range(5)}
     assert {s.seed for s in specs if s.model in ("pgd", "ascc")} == {0, 1, 2, 3}

@@ -3,7 +3,6 @@ a/an agreement, the grammar check, and the setting wired into the word-level rec
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import Counter
 
 import pytest
@@ -173,9 +172,7 @@ def test_harper_catch_rate_on_broken_and_ok_pairs():
     from robench.engine.natural import harper_linter
 
     grammar = GrammarCheck(harper_linter())
-    start = time.perf_counter()
     flagged = [bool(grammar.kinds(after) - grammar.kinds(before)) for before, after, _, _ in GRAMMAR_PAIRS]
-    assert time.perf_counter() - start < 60  # a sanity bound only; the speed is measured in docs/natural.md
     assert flagged == [flags for *_, flags in GRAMMAR_PAIRS]
     caught = Counter(broke for (*_, broke, _), hit in zip(GRAMMAR_PAIRS, flagged) if hit)
     assert caught == {True: 3}  # 3 of 5 broken swaps caught, none of the 5 sound ones rejected

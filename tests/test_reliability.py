@@ -1,6 +1,6 @@
 """Fault injection: bad input, damaged caches and partial files, interruptions, concurrent runs.
 
-Each case of docs/reliability.md: bad input exits 2 with one `robench: error:` line before any work;
+Each case of docs/studies/reliability.md: bad input exits 2 with one `robench: error:` line before any work;
 a damaged cache or partial file gives a warning and a correct final result; an interrupted run ends
 with the same metrics and rows as an uninterrupted one. Tiny random BERT, seconds per case.
 """

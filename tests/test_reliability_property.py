@@ -3,7 +3,7 @@
 
 The work after validation is stubbed (`robench.runs.runner.run_stages`): what is checked is that every value
 either is rejected up front or reaches the work stage as a valid spec. Bounded example counts keep
-each property to seconds; docs/reliability.md lists what each one covers.
+each property to seconds; docs/guide/reliability.md lists what each one covers.
 """
 from __future__ import annotations
 
@@ -150,17 +150,17 @@ OWN = {name: cls for name, cls in {**DEFENCES, **RECIPES}.items() if cls.__modul
 @pytest.mark.parametrize("owner", sorted(OWN))  # a plugin's ranges are its own (tests/test_contracts.py)
 def test_every_numeric_hyperparameter_has_a_documented_range(owner):
     """Every number a defence or recipe of robench takes has both ends of a range in code, and the same range in
-    docs/reliability.md ("Hyperparameter ranges"), so an absurd value is an error before any work."""
+    docs/guide/hyperparameters.md, so an absurd value is an error before any work."""
     from robench.core.params import Range
 
     cls = OWN[owner]
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "hyperparameters.md").read_text(encoding="utf-8")
     for f in _numeric(cls):
         limits: Range | None = f.metadata.get("range")
         assert limits is not None and limits.low is not None and limits.high is not None, (owner, f.name)
         text = limits.describe(typing.get_type_hints(cls)[f.name] in (int, int | None))
         row = f"| `{cls.__name__}` | `{f.name}` | {text} |"
-        assert row in docs, f"docs/reliability.md, 'Hyperparameter ranges', needs the row: {row}"
+        assert row in docs, f"docs/guide/hyperparameters.md needs the row: {row}"
 
 
 TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))

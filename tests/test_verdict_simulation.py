@@ -1,5 +1,5 @@
 """The verdict rule holds its size, its family-wise error and its printed power under the model fitted to the
-reference records (robench.report.verdict_simulation, docs/statistics.md "Calibration"): simulated pairs, and
+reference records (robench.report.verdict_simulation, docs/studies/statistics.md "Calibration"): simulated pairs, and
 families of 25 comparisons with one shared baseline, of equally robust models, and pairs one printed "detectable"
 apart."""
 from dataclasses import asdict
@@ -22,7 +22,8 @@ from robench.report.verdict_simulation import (
 
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu" / "reference-v2"  # packed
 # repetitions per cell: a 5% rate has a Monte-Carlo sd of 0.5 (2,000) or 0.7 points (1,000); the rule's size at
-# 4-10 seeds is 3.6-5.0% on this fit (docs/statistics.md, 10,000 repetitions), so [2.5%, 7.5%] is 2 sd or more away
+# 4-10 seeds is 3.6-5.0% on this fit (docs/studies/statistics.md, 10,000 repetitions), so [2.5%, 7.5%] is 2 sd or
+# more away
 REPS = {3: 50, 4: 2000, 5: 2000, 10: 1000}
 SIZE_LOW, SIZE_HIGH = 0.025, 0.075
 
@@ -48,7 +49,7 @@ def test_the_verdict_rule_holds_its_size_under_the_fitted_null(seeds, examples):
 def test_holm_holds_the_familywise_error_over_25_comparisons_with_one_baseline(seeds):
     """26 equally robust models on AdvGLUE-sst2's 148 examples, 25 compared with the first (correlation about
     0.5 through it): Holm at 0.05 calls at least one different in at most 5% of 2,000 families (measured
-    2.8% and 3.4%, Monte-Carlo sd 0.4 points; the Satterthwaite t it replaces: docs/statistics.md)."""
+    2.8% and 3.4%, Monte-Carlo sd 0.4 points; the Satterthwaite t it replaces: docs/studies/statistics.md)."""
     rate, _ = familywise_rate(FITTED["advglue"], seeds, 148, 2000, 17 + seeds)
     assert rate <= 0.05, f"family-wise error {rate:.3f} at {seeds} seeds"
 
@@ -80,7 +81,7 @@ def test_one_checkpoint_against_five_baseline_seeds_holds_its_size(fitted, examp
     """`robench.report.single` (a checkpoint of your own vs the reference baseline's 5 seeds, the protocol's
     sizes): an equally robust checkpoint, trained apart from every baseline seed, is called different in at most
     7.5% of 2,000 repetitions (measured: 3.6-4.9% on the AdvGLUE fit, 2.0-3.5% on TextFooler's, which is
-    discrete at its 3% accuracy; docs/statistics.md)."""
+    discrete at its 3% accuracy; docs/studies/statistics.md)."""
     from robench.report.single import single_arrays
 
     seeds = 5

@@ -102,7 +102,7 @@ def _entry(spec: TextAttackSpec) -> AttackRecipe:
         summary=f"TextAttack {SUPPORTED_VERSION} {spec.recipe} ({spec.paper}) on offline resources; reference backend",
         attack=functools.partial(attack, spec), params=TextAttackParams, check=functools.partial(check, spec),
         word_swaps=bool(spec.needs & {"embedding", "mlm", "wordnet"}),
-        query_cost_per_word=4.4,  # textattack:textfooler: 80.0 queries / 18.2 words (docs/results.md); a rough
+        query_cost_per_word=4.4,  # textattack:textfooler: 80.0 queries / 18.2 words (docs/studies/results.md); a rough
         # figure for the other recipes, whose search costs differ
     )
 

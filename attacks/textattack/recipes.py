@@ -106,7 +106,7 @@ def budget_refusal(budget: str) -> str:
     if budget == "natural":
         return ("textattack:* recipes cannot run the natural setting: its fixed-phrase, inflection, sense and "
                 "Harper grammar filters are robench constraints with no TextAttack counterpart; use textfooler, "
-                "gradient-swap or bert-attack with budget=natural (docs/natural.md)")
+                "gradient-swap or bert-attack with budget=natural (docs/guide/natural.md)")
     return (f"textattack:* recipes take no budget setting ({budget!r}); set its knobs directly: k, "
             "max_modification_rate, min_cos, similarity_threshold (robench.engine.budgets lists each setting's)")
 

@@ -7,7 +7,7 @@ On N eval examples (chosen by the spec's seed with `robench.data.loading.subset`
 3. representational diversity (token cosine within a sentence, effective rank of [CLS]),
 4. distance from the pre-trained encoder (per-layer linear CKA against the spec's backbone),
 and writes an `AnalysisRecord` to `<results_dir>/analysis/<analysis_id>.json`.
-Definitions, choices and the paper's expected directions: docs/analysis.md.
+Definitions, choices and the paper's expected directions: docs/guide/analysis.md.
 
 Python API:
 

@@ -18,7 +18,7 @@ class AnalysisConfig:
     examples: int = 100  # eval examples, chosen by the spec's seed
     shuffles: int = 5  # random word shuffles per example
     batch_size: int = 32  # examples per forward pass when reading hidden states
-    syntax: SyntaxConfig | None = None  # BLiMP and the structural probe (docs/analysis.md); None: skipped
+    syntax: SyntaxConfig | None = None  # BLiMP and the structural probe (docs/guide/analysis.md); None: skipped
 
     def __post_init__(self) -> None:
         for name in ("examples", "shuffles", "batch_size"):
@@ -32,7 +32,7 @@ class AnalysisRecord:
     run_id: str  # the run record of the same spec, if one is written, has this id
     spec: dict[str, Any]
     config: dict[str, Any]
-    metrics: dict[str, float]  # flat scalars (see docs/analysis.md)
+    metrics: dict[str, float]  # flat scalars (see docs/guide/analysis.md)
     cka_per_layer: list[float]  # [embeddings, layer 1, ..., layer L]
     resources: dict[str, Any]
     timings: dict[str, float]

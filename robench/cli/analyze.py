@@ -49,7 +49,7 @@ def summary_table(record: AnalysisRecord):
 def add_parser(sub) -> None:
     p = sub.add_parser("analyze", help="diagnostics of arXiv 2108.13602 on a fine-tuned checkpoint",
                        description="Word-order sensitivity, influential-word concentration, representational "
-                                   "diversity and per-layer CKA to the pre-trained encoder (docs/analysis.md).")
+                                   "diversity and per-layer CKA to the pre-trained encoder (docs/guide/analysis.md).")
     add_spec_args(p, attack=False)
     p.add_argument("--examples", type=int, default=100, help="eval examples, chosen by seed (default: 100)")
     p.add_argument("--shuffles", type=int, default=5, help="random word shuffles per example (default: 5)")

@@ -68,7 +68,8 @@ def _compare(args, runs_dir, data_dir) -> None:
               "a random seed")
         if any(c.single for c in found):
             print("seeds \"1 vs ...\": one checkpoint of your own against the baseline's seeds on the same examples "
-                  "(is it inside their spread? docs/statistics.md, \"One checkpoint against the baseline's seeds\")")
+                  "(is it inside their spread? docs/guide/statistics.md, \"One checkpoint against the baseline's "
+                  "seeds\")")
     for run_id, warning in sorted(untrained.items()):
         print(f"warning: {run_id}: {warning}; its seed is left out of every comparison")
     if records.note:

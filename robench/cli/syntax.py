@@ -8,7 +8,7 @@ from robench.analysis.syntax_config import BlimpConfig, ProbeConfig, SyntaxConfi
 
 def add_syntax_args(p: argparse.ArgumentParser) -> None:
     b, q = BlimpConfig(), ProbeConfig()
-    g = p.add_argument_group("syntax (docs/analysis.md; needs `robench resources build-mlm-head`)")
+    g = p.add_argument_group("syntax (docs/guide/analysis.md; needs `robench resources build-mlm-head`)")
     g.add_argument("--syntax", action="store_true",
                    help="also score BLiMP through the frozen MLM head and train the structural probe per layer")
     g.add_argument("--blimp-pll-pairs", type=int, default=b.pll_pairs,

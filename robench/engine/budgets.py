@@ -22,10 +22,10 @@ A setting fixes the five knobs that decide what an attack may do, so that number
   in the counter-fitted space, sentence-encoder cosine >= 0.98 over 15-word windows against the previous text,
   short texts not skipped; max_candidates = 50; no words-perturbed cap and no query budget.
   Deviations: the sentence threshold is mapped to robench's encoder like the USE thresholds
-  (`SentenceEncoder.threshold_for("cosine", 0.98)`, docs/resources.md; Morris et al. used USE or BERT sentence
+  (`SentenceEncoder.threshold_for("cosine", 0.98)`, docs/guide/resources.md; Morris et al. used USE or BERT sentence
   embeddings); the word cosine is taken in robench's counter-fitted space (the synonym table's, not the
   unavailable counter-fitted PARAGRAM vectors); their LanguageTool grammar check is not available offline.
-* `natural`: Morris et al.'s thresholds plus filters for swaps a reader accepts (issue 43, docs/natural.md): no
+* `natural`: Morris et al.'s thresholds plus filters for swaps a reader accepts (issue 43, docs/guide/natural.md): no
   swap inside a fixed phrase, name or title, the original's inflection and a/an agreement, the sense filter and
   a grammar check (Harper in place of Morris et al.'s LanguageTool). Not the default: whether it becomes the
   default is decided after the blind reading.

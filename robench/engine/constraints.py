@@ -191,7 +191,7 @@ class WordNetPos:
     """The WordNet parts of speech of a word (cached). `senses(tag, candidate)`: the word's universal tag must be
     NOUN, VERB, ADJ or ADV, and the candidate, when WordNet knows it, must have a synset of that part of speech
     ("the movie lacks wit": "lacks" is a VERB, so the noun "dearth" is no candidate; "like" tagged ADP gets
-    none). The measured effect on hand-read swaps is in docs/attacks.md ("Reading the swaps")."""
+    none). The measured effect on hand-read swaps is in docs/studies/attacks.md ("Reading the swaps")."""
 
     POS = {"NOUN": ("n",), "VERB": ("v",), "ADJ": ("a", "s"), "ADV": ("r",)}
 

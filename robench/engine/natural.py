@@ -1,4 +1,4 @@
-"""The filters of the `natural` budget setting (issue 43; docs/natural.md): swaps a reader accepts.
+"""The filters of the `natural` budget setting (issue 43; docs/guide/natural.md): swaps a reader accepts.
 
 Blind readers found four in five word-level adversarial examples broken or shifted. Beside Morris et al.'s
 thresholds (`robench.engine.budgets.NATURAL`), the setting adds, cheapest first:

@@ -6,7 +6,7 @@ states at the word, before and after the swap, the token-level half of BERTScore
 word at a time) must be at least `SENSE_MIN_COS`. All candidates of a word are scored in one batch.
 
 Chosen on a hand-labelled development set of 270 candidate swaps from robench's attacks on SST-2 dev sentences
-(`studies/data/sense-dev.csv`, measured by `studies/sense_eval.py`, docs/sense.md): the threshold is the lowest
+(`studies/data/sense-dev.csv`, measured by `studies/sense_eval.py`, docs/studies/sense.md): the threshold is the lowest
 (in steps of 0.05) whose precision of "keep" on the development split is at least 0.75. On the held-out split
 it keeps the sense in 90% of what it keeps and rejects 96% of the wrong-sense candidates. WordNet's senses
 (every sense, the two most frequent, or the one Lesk's algorithm picks) did worse alone, and added to the

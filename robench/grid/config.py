@@ -1,6 +1,6 @@
 """Grid configs: a TOML file (or mapping) -> `GridConfig` -> RunSpecs (the cartesian product).
 
-See docs/grid.md for the keys; every mistake in a config is a RobenchError naming the file and key.
+See docs/guide/grid.md for the keys; every mistake in a config is a RobenchError naming the file and key.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ accuracy, accuracy under attack and attack success rate (crossed seeds x example
 model's setting with the baseline model's at the same setting otherwise: the difference in accuracy under
 attack over matched training seeds and the examples every seed of both attacked, its t interval and p-value
 under crossed random seed and example effects, Holm's adjustment over the family of every comparison made,
-and the verdict (`robench.report.stats`, docs/statistics.md).
+and the verdict (`robench.report.stats`, docs/guide/statistics.md).
 """
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ checkpoint, and the analysis columns.
 Clean accuracy, accuracy under attack, attack success rate and the worst case get 95% intervals over seeds x
 examples from the per-example CSVs, and with a baseline model each setting gets the paired difference in
 accuracy under attack, its Holm-adjusted p-value over the family and the verdict (`robench.report.compare`,
-docs/statistics.md). Records that do not verify (`robench.report.verify`) are skipped with a warning, records of
+docs/guide/statistics.md). Records that do not verify (`robench.report.verify`) are skipped with a warning, records of
 an older format are skipped, and one record is kept per (setting, seed), the
 newest (`Records.note` says how many, and where).
 

@@ -1,4 +1,4 @@
-"""The published reference protocols, and your checkpoint beside them (docs/reference.md).
+"""The published reference protocols, and your checkpoint beside them (docs/studies/reference.md).
 
 * `reference_runs_dir(name)`: the records of shipped protocol `name` (`results/reference`, `reference-lowres`,
   `reference-qnli`), installed with the package as `robench.results` in packed form, so a wheel has them offline;

@@ -1,4 +1,4 @@
-"""One checkpoint against a baseline's seeds, on the same examples (docs/statistics.md, "One checkpoint against
+"""One checkpoint against a baseline's seeds, on the same examples (docs/guide/statistics.md, "One checkpoint against
 the baseline's seeds").
 
 The paired comparison (`robench.report.stats.paired_arrays`) pairs seed s of one training procedure with seed s

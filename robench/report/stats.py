@@ -30,7 +30,7 @@ replication unit, crossed with the example. Both are random.
   under two attacks, conditional on that checkpoint (`robench.report.worstcase.blackbox_stronger`).
 
 MIN_SEEDS and the choice of the estimators come from simulation (`robench.report.verdict_simulation`,
-docs/statistics.md): at S = 3 the Satterthwaite test's size reached 7.6-7.9% in some fitted scenarios; from
+docs/studies/statistics.md): at S = 3 the Satterthwaite test's size reached 7.6-7.9% in some fitted scenarios; from
 S = 4 the test's size stays within [2.5%, 7.5%] and Holm's family-wise error over 25 comparisons below 5% on the
 AdvGLUE fit (tests/test_verdict_simulation.py).
 """
@@ -44,7 +44,7 @@ import numpy as np
 CONFIDENCE = 0.95
 ALPHA = 0.05  # two-sided level of every verdict, after Holm's adjustment over the family
 TAIL_NODES = 240  # quadrature nodes of the paired test's reference distribution (`two_sided_tail`)
-MIN_SEEDS = 4  # fewer matched seeds: "insufficient seeds" (docs/statistics.md, "How the rule was chosen")
+MIN_SEEDS = 4  # fewer matched seeds: "insufficient seeds" (docs/studies/statistics.md, "How the rule was chosen")
 
 # attack outcomes of one example (errors are left out, as in TextAttack's metrics); MISSING: no outcome
 SKIPPED, FAILED, SUCCESSFUL = 0, 1, 2

@@ -1,4 +1,4 @@
-"""Which run records come from a checkpoint that did not train (`robench.runs.chance`, docs/statistics.md).
+"""Which run records come from a checkpoint that did not train (`robench.runs.chance`, docs/guide/statistics.md).
 
 A record written since the rule carries its checks (`metrics.chance`). An older one is checked here: its clean
 accuracy from its per-example CSV (the attacked examples' labels), its dev accuracy against the dev split's

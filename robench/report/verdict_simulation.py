@@ -1,6 +1,6 @@
 """Simulated seeds x examples outcomes fitted to real records: the size and power of robench's verdict rule.
 
-The model (fitted to the reference records, docs/statistics.md "Calibration"):
+The model (fitted to the reference records, docs/studies/statistics.md "Calibration"):
 
 * example difficulty: q_i ~ Beta(mean * concentration, (1 - mean) * concentration), the chance that a random
   checkpoint is correct under attack on example i;
@@ -21,7 +21,7 @@ simulated moments (common random numbers). `rejection_rate` runs the verdict rul
 pairs of models; `familywise_rate` runs Holm over 25 comparisons with one shared baseline; `detectable_power`
 measures the power at the difference `detectable_difference` prints.
 `python -m robench.report.verdict_simulation [RESULTS_DIR [REPS]]` prints the fit and the size and power tables of
-docs/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2; 4,000
+docs/studies/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2; 4,000
 repetitions for the size, a quarter for power).
 """
 from __future__ import annotations
@@ -270,7 +270,7 @@ def reference_outcomes(runs_dir: Path) -> dict[str, np.ndarray]:
     return out
 
 
-# ---------------------------------------------------------------- the tables of docs/statistics.md
+# ---------------------------------------------------------------- the tables of docs/studies/statistics.md
 
 SIZE_SEEDS, SIZE_EXAMPLES = (3, 4, 5, 10), (100, 300, 1000, 2000)
 POWER_SEEDS, POWER_EXAMPLES = (3, 4, 5, 10, 20), (100, 148, 300, 1000, 2000)

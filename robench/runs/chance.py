@@ -1,6 +1,6 @@
 """Did the checkpoint train? A model at chance looks robust: an attack cannot flip what it never got right.
 
-The rule (docs/statistics.md, "A checkpoint that did not train"): a checkpoint *trained* when, on its whole dev
+The rule (docs/guide/statistics.md, "A checkpoint that did not train"): a checkpoint *trained* when, on its whole dev
 split and on the examples it was attacked on (where the attack has a clean accuracy), the 95% Wilson lower bound
 of its accuracy is more than MARGIN above the majority-class rate of those same examples. An accuracy the
 interval cannot put MARGIN above always answering the commonest label is flagged: the run summary, the record

@@ -8,9 +8,9 @@
   size (so IM-BERT's solver, FreeLB's ascent steps and SMART's regulariser are all in the measurement)
   + one evaluation of the dev split (after the last epoch) at the measured inference rate + loading the model;
 * attack    = the eval examples' model queries / the measured inference rate, where a search attack makes
-  `recipe.query_cost_per_word` queries per word of its input (measured on SST-2, docs/presets.md) and a replay
+  `recipe.query_cost_per_word` queries per word of its input (measured on SST-2, docs/guide/presets.md) and a replay
   attack one per example, times `SEARCH_OVERHEAD` for the work outside the victim (candidates, POS tags,
-  sentence encoder: 10% of TextFooler's time when profiled, docs/results.md).
+  sentence encoder: 10% of TextFooler's time when profiled, docs/studies/results.md).
 
 Speed measurements (`ModelSpeed`) are cached under `<cache_dir>/estimates/`, keyed by the defence and its
 cost-relevant parameters (a parameter declared `bounded(..., cost=False)`, a step size, is left out), backbone,

@@ -7,7 +7,7 @@ Explicit flags override a preset's values.
 * `quick` makes the headline command (`robench run --model imbert --attack textfooler`) practical on a
   laptop CPU: a real SST-2 classifier from 1,000 training examples in 3 epochs, attacked on 30 fixed dev
   examples by the word-level attacks (replay attacks such as AdvGLUE always use their whole split).
-  Measured costs and accuracies: docs/presets.md.
+  Measured costs and accuracies: docs/studies/presets.md.
 * `paper` is the full setting of the papers robench reproduces (the whole training split, 3 epochs, the
   whole eval split), meant for a GPU.
 """

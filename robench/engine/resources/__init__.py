@@ -24,7 +24,7 @@ substitutes for the paper's resource (and which), and its key parameters and
 quality metrics. Attack recipes copy `.info` into the run record, so no number
 is mistaken for one made with the paper's resources. Loaders cache what they load
 (each encoder, MLM, synonym table and tagger once per process). Nothing here
-downloads. See docs/resources.md for the measured numbers.
+downloads. See docs/studies/resources.md for the measured numbers.
 """
 from robench.engine.resources.describe import describe_all
 from robench.engine.resources.encoders import ENCODERS, MINILM_THRESHOLDS, SentenceEncoder, sentence_encoder

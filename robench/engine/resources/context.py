@@ -7,7 +7,7 @@ states at the word, mean over the word's pieces, in the text before and after th
 words either side, so that no text is cut). It is the token-level half of BERTScore (Zhang et al., ICLR 2020),
 one word at a time.
 
-Measured on 160 hand-read successful TextFooler swaps (results/evidence-cpu/swap-reading, docs/attacks.md
+Measured on 160 hand-read successful TextFooler swaps (results/evidence-cpu/swap-reading, docs/studies/attacks.md
 "Reading the swaps"): it separates the meaning-keeping swaps from the others with AUC 0.73, better than the
 synonym table's cosine (0.67) or the number of lists naming the pair (0.56).
 """

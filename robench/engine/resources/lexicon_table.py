@@ -1,6 +1,6 @@
 """The default candidate-synonym table, "lexicon": listed synonyms only, ranked in a counter-fitted space.
 
-Why (measured in docs/resources.md): the nearest neighbours of a 50-dimensional space are topical relatives, not
+Why (measured in docs/studies/resources.md): the nearest neighbours of a 50-dimensional space are topical relatives, not
 synonyms (counter-fitted GloVe-50d: SimLex-999 rho 0.383; its top-50 at cos >= 0.5 propose 17.6% of SimLex's
 dissimilar pairs), and the real counter-fitted PARAGRAM-SL999 vectors (rho 0.74) are not offline. So the
 candidates of a word w are its listed synonyms, and the vector space only ranks and bounds them:

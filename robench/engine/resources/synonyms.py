@@ -23,7 +23,7 @@ NEIGHBOURS_FILE = "counterfitted/counterfitted_neighbors.json"
 CONSTRAINTS = {"antonyms": ("counterfitted/mrksic_ppdb_antonyms.txt", "counterfitted/mrksic_wordnet_antonyms.txt"),
                "synonyms": ("counterfitted/mrksic_ppdb_synonyms.txt",)}
 SOURCES = ("lexicon", "counterfitted-glove", "neighbors")
-DEFAULT_SOURCE = "lexicon"  # measured against the others in docs/resources.md
+DEFAULT_SOURCE = "lexicon"  # measured against the others in docs/studies/resources.md
 # the synonym lists each source is built from (robench.engine.audit reports rates on the other lists)
 SOURCE_LISTS = {"lexicon": ("alzantot", "ppdb", "wordnet"), "counterfitted-glove": ("ppdb",),
                 "neighbors": ("alzantot",)}
