@@ -1,4 +1,4 @@
-"""Precision and recall of sense filters on the hand-labelled swaps of studies/data/sense-dev.csv (docs/studies/sense.md).
+"""Precision and recall of sense filters on the labelled swaps of studies/data/sense-dev.csv (docs/studies/sense.md).
 
     ROBENCH_DATA_DIR=/path/to/shared/data HF_HUB_OFFLINE=1 python studies/sense_eval.py
 
