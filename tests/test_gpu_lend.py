@@ -171,6 +171,26 @@ def test_the_textattack_step_compares_both_attacks_on_the_subset_through_the_att
     assert dataclasses.replace(subset, eval_size=whole.eval_size) == whole  # the same victim and attack
 
 
+def test_an_attack_step_cut_off_after_the_whole_split_measures_only_what_is_missing(tmp_path, monkeypatch):
+    gpu_lend, called = _module(), []
+
+    def whole_split(protocol, options, settings, device, target):
+        called.append(("whole", options.examples))
+        return {"warm_up": 7.0, "forward_rate": 100.0}
+
+    monkeypatch.setattr(gpu_lend, "attack_whole_split", whole_split)
+    monkeypatch.setattr(gpu_lend, "calibrate", lambda *args: called.append("calibrate") or {"bert": {}})
+    paths = gpu_lend.Paths(tmp_path / "out", tmp_path / "cache", None, None)
+    protocol = gpu_lend.PROTOCOLS["tiny"]
+    gpu_lend.attack_step(protocol, paths, "cpu")  # cut off after this, before the state said "done"
+    (paths.out / "bench").mkdir(parents=True)
+    (paths.out / "bench" / "attack-sst2-4-robench.md").write_text("the whole split's table\n")
+    gpu_lend.attack_step(protocol, paths, "cpu")  # the next lend
+    assert called == [("whole", 4), "calibrate", "calibrate"]
+    measured = json.loads((paths.out / "calibration.json").read_text())
+    assert measured["warm_up"] == 7.0 and measured["forward_rate"] == 100.0 and measured["calibrations"] == {"bert": {}}
+
+
 def test_jobs_still_running_at_the_deadline_are_stopped_and_the_rest_not_started(tmp_path):
     gpu_lend = _module()
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
