@@ -117,8 +117,9 @@ def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, *flags: str) -> 
            "OMP_NUM_THREADS": "1", "ROBENCH_LEXICON_CUT": str(tmp_path / "cut")}
     done = subprocess.run([sys.executable, str(SCRIPT), "--protocol", "tiny", "--backbone", str(tiny_backbone),
                            "--data-dir", str(tiny_data), "--device", "cpu", "--out", str(tmp_path / "out"),
-                           "--cache-dir", str(tmp_path / "cache"), "--bundle", str(tmp_path / "bundle"), *flags],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+                           "--cache-dir", str(tmp_path / "cache"), "--bundle", str(tmp_path / "bundle"),
+                           "--limit", "1800", *flags],  # not the H200's 600 s: a shared CPU may be slow
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=2400)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
