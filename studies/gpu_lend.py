@@ -4,11 +4,13 @@
     python studies/gpu_lend.py --plan                       # expected seconds per step; exit 1 over --limit
     python studies/gpu_lend.py --bundle "$OUT"              # on the lent machine (docs/studies/gpu.md)
 
-Steps, in priority order, each writing its records and tables into --out as it finishes:
+Steps, in priority order, each writing its records and tables into --out as it finishes (--steps: by default
+those the pack of studies/gpu_prepare.py serves, `PACK_STEPS`):
 
 1. attack: robench's TextFooler on the whole SST-2 dev split (wall time, fraction of the raw forward rate and the
-   profile: `robench.bench.attack`), then robench beside `textattack:textfooler` on a subset through the same
-   victim; then the estimate's calibration (`robench.runs.estimate`) of the claim models on this device.
+   profile: `robench.bench.attack`); then the estimate's calibration (`robench.runs.estimate`) of the claim models
+   on this device.
+   textattack: robench beside `textattack:textfooler` on a subset through the same victim (not in the pack).
 2. probe: how many concurrent training jobs saturate the device: 1, 2, 4, 8 processes train the slowest claim
    model at once, started together; the throughput of each count, and the smallest count within 90% of the best.
 3. claims: bert vs imbert on AdvGLUE-sst2, 5 seeds each, at the largest SST-2 training size whose estimated
@@ -48,7 +50,8 @@ H200_MLM = REPO / "results" / "evidence-h200" / "mlm-build.json"  # MiniLM train
 GPU_GRID = REPO / "results" / "grid-gpu.toml"  # the GPU protocol: training values and model parameters
 CPU_CLAIMS = REPO / "results" / "reference" / "claims.json"
 CLAIMS_SCRIPT = REPO / "studies" / "claims.py"
-STEPS = ("attack", "probe", "claims", "extra")
+STEPS = ("attack", "textattack", "probe", "claims", "extra")
+PACK_STEPS = ("attack", "probe", "claims")  # what studies/gpu_prepare.py's pack serves (its STEPS)
 IMBERT_CLAIM = ("IM-BERT, AdvGLUE-sst2, +8.3 points", 8.3)  # its paper (arXiv 2505.06889; studies/claims.py)
 
 # Allowances the plan uses until a lend has measured them (then <out>/calibration.json holds the measurement):
@@ -64,6 +67,8 @@ STEP_TO_FORWARD = 3.0  # a training step (forward, backward, optimiser) costs at
 #                        the victim's forward rate is at least 3x the MLM build's training rate (batch 256)
 SATURATED = 0.9  # the job count whose throughput is within this of the best saturates the device
 FINAL_RESERVE_S = 10.0  # the last summary and bundle
+INSTALL_S = 50.0  # studies/gpu-lend.sh before this script, the pack unpacked and robench installed: 50 s measured
+#                  on the 2-core development machine at a load average of 14 (the H200 machine has 16 cores)
 
 
 class LendError(Exception):
@@ -98,7 +103,7 @@ class Protocol:
 PROTOCOLS = {
     "h200": Protocol("h200"),
     "tiny": Protocol("tiny", victim_train_size=32, victim_epochs=1, attack_examples=4, textattack_examples=2,
-                     synonym_source="neighbors", sentence_encoder="use-m3", extra_models=("freelb",), seeds=(0,),
+                     sentence_encoder="use-m3", extra_models=("freelb",), seeds=(0,),
                      probe_jobs=(1, 2), probe_steps=2, min_train_size=32, max_train_size=64, size_step=16,
                      train={"epochs": 1, "lr": 1e-3, "batch_size": 16, "max_length": 32},
                      model_params={"imbert": {"im_layers": [0, 1]}}),
@@ -215,25 +220,31 @@ def model_params(protocol: Protocol, model: str) -> dict[str, Any]:
 
 
 def attack_seconds(protocol: Protocol, costs: Costs, dev: Dev) -> float:
-    """Victim training, resources, robench on the whole split, then robench and TextAttack on the subset; each
-    attack = its forwards (estimate's queries per word and search overhead) + CPU-side work + two replays."""
-    from robench.runs.estimate import SEARCH_OVERHEAD
-
-    full = protocol.attack_examples
-    subset = protocol.textattack_examples
-
-    def one(n: int | None, per_word: float, cpu_per_example: float) -> float:
-        forwards = dev.queries(n, per_word) / costs.forward_rate
-        return (SEARCH_OVERHEAD + 2) * forwards + cpu_per_example * len(dev.words[:n])
-
+    """Victim training, resources, robench on the whole split, then the claim models' calibration."""
     victim = protocol.victim_train_size * protocol.victim_epochs / costs.train_rate["bert"] + \
         costs.job_overhead["bert"]
-    robench, textattack = _query_costs_per_word()
     calibrations = sum(4 * train_values(protocol)["batch_size"] / costs.train_rate[m] + costs.job_overhead[m]
                        for m in protocol.models)
-    return (costs.process_start + costs.warm_up + victim + one(full, robench, ROBENCH_CPU_S_PER_EXAMPLE)
-            + one(subset, robench, ROBENCH_CPU_S_PER_EXAMPLE) + one(subset, textattack, TEXTATTACK_CPU_S_PER_EXAMPLE)
-            + calibrations)
+    robench, _ = _query_costs_per_word()
+    return (costs.process_start + costs.warm_up + victim
+            + one_attack(costs, dev, protocol.attack_examples, robench, ROBENCH_CPU_S_PER_EXAMPLE) + calibrations)
+
+
+def textattack_seconds(protocol: Protocol, costs: Costs, dev: Dev) -> float:
+    """robench and TextAttack on the subset, through the victim of the attack step (cached)."""
+    robench, textattack = _query_costs_per_word()
+    subset = protocol.textattack_examples
+    return (costs.process_start + costs.warm_up + one_attack(costs, dev, subset, robench, ROBENCH_CPU_S_PER_EXAMPLE)
+            + one_attack(costs, dev, subset, textattack, TEXTATTACK_CPU_S_PER_EXAMPLE))
+
+
+def one_attack(costs: Costs, dev: Dev, n: int | None, per_word: float, cpu_per_example: float) -> float:
+    """An attack on the first `n` dev texts: its forwards (the estimate's queries per word and search overhead)
+    and two replays of them, and its CPU-side work."""
+    from robench.runs.estimate import SEARCH_OVERHEAD
+
+    forwards = dev.queries(n, per_word) / costs.forward_rate
+    return (SEARCH_OVERHEAD + 2) * forwards + cpu_per_example * len(dev.words[:n])
 
 
 def _query_costs_per_word() -> tuple[float, float]:
@@ -299,33 +310,41 @@ class PlanLine:
     basis: str
 
 
-def make_plan(protocol: Protocol, paths: Paths, limit: float, state: dict[str, Any]) -> tuple[list[PlanLine], int]:
-    """The expected seconds of each step and the claims' training size (the state's, or the largest that fits)."""
+def make_plan(protocol: Protocol, paths: Paths, limit: float, state: dict[str, Any], steps: tuple[str, ...]
+              ) -> tuple[list[PlanLine], int]:
+    """The expected seconds of each of `steps` (the others: 0, not run) and the claims' training size (the state's,
+    or the largest that fits the time the steps before it leave)."""
     costs = load_costs(paths.out)
     dev = dev_words(protocol, paths.data)
-    attack = 0.0 if "attack" in state else attack_seconds(protocol, costs, dev)
-    probe = 0.0 if "saturation" in state else probe_seconds(protocol, costs)
+    n = protocol.attack_examples or len(dev.words)
+    before = {
+        "attack": (0.0 if "attack" in state else attack_seconds(protocol, costs, dev),
+                   f"victim {protocol.victim_train_size}x{protocol.victim_epochs}, TextFooler on {n} dev texts, "
+                   f"calibration of {', '.join(protocol.models)}; forwards at {costs.forward_rate:.0f}/s "
+                   f"({costs.basis['forward_rate']})"),
+        "textattack": (0.0 if "textattack" in state else textattack_seconds(protocol, costs, dev),
+                       f"robench and textattack:textfooler on {protocol.textattack_examples} dev texts"),
+        "probe": (0.0 if "saturation" in state else probe_seconds(protocol, costs),
+                  f"{probe_model(protocol, costs)} x {protocol.probe_steps} steps at "
+                  f"{', '.join(map(str, protocol.probe_jobs))} jobs, as if run one after another"),
+    }
+    before = {k: (v if k in steps else (0.0, "not served by the pack: not run")) for k, v in before.items()}
+    spent = sum(seconds for seconds, _ in before.values())
     jobs, speedup = jobs_and_speedup(costs, state.get("jobs"))
-    size = state.get("train_size") or largest_size(protocol, costs, limit - attack - probe - FINAL_RESERVE_S,
+    size = state.get("train_size") or largest_size(protocol, costs, limit - INSTALL_S - spent - FINAL_RESERVE_S,
                                                    jobs, speedup) or protocol.min_train_size
     done = finished_seeds(paths.out, protocol, size)
-    claims = claims_seconds(protocol, costs, size, jobs, speedup, done)
-    n = protocol.attack_examples or len(dev.words)
-    attack_basis = (f"victim {protocol.victim_train_size}x{protocol.victim_epochs}, TextFooler on {n} dev texts, "
-                    f"both attacks on {protocol.textattack_examples}; forwards at {costs.forward_rate:.0f}/s "
-                    f"({costs.basis['forward_rate']})")
-    probe_basis = (f"{probe_model(protocol, costs)} x {protocol.probe_steps} steps at "
-                   f"{', '.join(map(str, protocol.probe_jobs))} jobs, as if run one after another")
+    claims = claims_seconds(protocol, costs, size, jobs, speedup, done) if "claims" in steps else 0.0
     claims_basis = (f"{' vs '.join(protocol.models)} x {len(protocol.seeds)} seeds at {size} sentences "
                     f"({sum(done.values())} done), {jobs} jobs, speed-up {speedup:.2f}x ({costs.basis['speedup']}); "
-                    f"rates: {costs.basis['train_rate']}")
-    lines = [
-        PlanLine("attack", attack, attack_basis if attack else "measured already"),
-        PlanLine("probe", probe, probe_basis if probe else "measured already"),
-        PlanLine("claims", claims, claims_basis),
-        PlanLine("extra", 0.0, f"{', '.join(protocol.extra_models)}: only in the time left"),
-        PlanLine("summary", FINAL_RESERVE_S, "compare, summary, bundle"),
-    ]
+                    f"rates: {costs.basis['train_rate']}") if "claims" in steps else "not served by the pack: not run"
+    extra = (f"{', '.join(protocol.extra_models)}: only in the time left" if "extra" in steps
+             else "not served by the pack: not run")
+    lines = [PlanLine("install", INSTALL_S, "studies/gpu-lend.sh: the pack unpacked, robench installed")]
+    lines += [PlanLine(k, seconds, basis if seconds or k not in steps else "measured already")
+              for k, (seconds, basis) in before.items()]
+    lines += [PlanLine("claims", claims, claims_basis), PlanLine("extra", 0.0, extra),
+              PlanLine("summary", FINAL_RESERVE_S, "compare, summary, bundle")]
     return lines, size
 
 
@@ -408,20 +427,24 @@ def common_flags(args: argparse.Namespace, paths: Paths) -> list[str]:
 
 # ---------------------------------------------------------------- step 1: the attack bench
 
-def attack_step(protocol: Protocol, paths: Paths, device: str) -> None:
-    """In a child process: robench's TextFooler on the whole split, the estimate's calibration of the claim models,
-    then robench beside TextAttack's on the subset (the most fragile last); tables go to `<out>/bench/`,
-    measurements to `<out>/calibration.json`."""
+def attack_options(protocol: Protocol, device: str, examples: int):
     from robench.bench import attack as bench
+
+    return bench.AttackBenchOptions(
+        examples=examples, task=protocol.task, backbone=protocol.backbone, train_size=protocol.victim_train_size,
+        epochs=protocol.victim_epochs, synonym_source=protocol.synonym_source,
+        sentence_encoder=protocol.sentence_encoder, stock=False, device=device)
+
+
+def attack_step(protocol: Protocol, paths: Paths, device: str) -> None:
+    """In a child process: robench's TextFooler on the whole split (its table and profile in `<out>/bench/`, kept:
+    not measured again), then the estimate's calibration of the claim models (`<out>/calibration.json`)."""
     from robench.classifier.device import pick_device
     from robench.core.paths import resolve_settings
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)
     n = protocol.attack_examples or len(dev_words(protocol, paths.data).words)
-    options = bench.AttackBenchOptions(
-        examples=n, task=protocol.task, backbone=protocol.backbone, train_size=protocol.victim_train_size,
-        epochs=protocol.victim_epochs, synonym_source=protocol.synonym_source,
-        sentence_encoder=protocol.sentence_encoder, stock=False, device=device)
+    options = attack_options(protocol, device, n)
     device = str(pick_device(device))
     measured = _read_json(paths.out / "calibration.json") or {}
     target = paths.out / "bench" / f"attack-{protocol.task}-{n}-robench"
@@ -430,13 +453,22 @@ def attack_step(protocol: Protocol, paths: Paths, device: str) -> None:
         _write_calibration(paths, measured, device)
     measured["calibrations"] = calibrate(protocol, paths, settings, device)
     _write_calibration(paths, measured, device)
-    if not (paths.out / "bench" / f"attack-{protocol.task}-{protocol.textattack_examples}.md").is_file():
-        bench.compare_attacks(replace(options, examples=protocol.textattack_examples), settings, None)
+
+
+def textattack_step(protocol: Protocol, paths: Paths, device: str) -> None:
+    """In a child process: robench beside TextAttack's TextFooler on the subset, through the attack step's victim
+    (`robench bench attack`'s comparison: `<out>/bench/attack-<task>-<n>.{csv,md}`)."""
+    from robench.bench import attack as bench
+    from robench.core.paths import resolve_settings
+
+    settings = resolve_settings(paths.data, paths.cache, paths.out)
+    bench.compare_attacks(attack_options(protocol, device, protocol.textattack_examples), settings, None)
 
 
 def attack_whole_split(protocol: Protocol, options, settings, device: str, target: Path) -> dict[str, float]:
-    """robench's TextFooler alone on `options.examples` texts, timed as `robench bench attack` times it; writes its
-    table and profile at `target`; returns the warm-up seconds and the raw forward rate it measured."""
+    """robench's TextFooler alone on `options.examples` texts, timed as `robench bench attack` times it (its
+    one-off setup outside the timed region: the checkpoint, the recipe's resources, the audit's lexicon); writes
+    its table and profile at `target`; returns the warm-up seconds and the raw forward rate it measured."""
     from robench.bench import attack as bench
     from robench.classifier.device import pick_device
     from robench.runs.resolve import resolve_run
@@ -876,8 +908,8 @@ def drive(protocol: Protocol, paths: Paths, args: argparse.Namespace) -> int:
 def run_step(step: str, protocol: Protocol, paths: Paths, args: argparse.Namespace, state: dict[str, Any],
              deadline: float) -> bool:
     """One step; False when it failed or was stopped (what it finished is kept)."""
-    if step == "attack":
-        return state.get("attack") == "done" or attack_child(paths, args, state, deadline)
+    if step in ("attack", "textattack"):
+        return state.get(step) == "done" or attack_child(step, paths, args, state, deadline)
     if step == "probe":
         if "saturation" not in state:
             probe_step(protocol, paths, args, deadline)
@@ -893,13 +925,15 @@ def run_step(step: str, protocol: Protocol, paths: Paths, args: argparse.Namespa
     return counts["failed"] == 0 and counts["stopped at the limit"] == 0
 
 
-def attack_child(paths: Paths, args: argparse.Namespace, state: dict[str, Any], deadline: float) -> bool:
-    """Step 1 in a child process, stopped at the deadline; its output's tail is printed here."""
-    child = Job("attack", [sys.executable, __file__, *protocol_flags(args), "--attack-step"])
+def attack_child(step: str, paths: Paths, args: argparse.Namespace, state: dict[str, Any], deadline: float
+                 ) -> bool:
+    """The attack or textattack step in a child process, stopped at the deadline; its output's tail is printed
+    here. A step cut off is run again by the next lend, without the parts it finished (their tables are kept)."""
+    child = Job(step, [sys.executable, __file__, *protocol_flags(args), "--child-step", step])
     (job,) = run_jobs([child], 1, deadline, paths.cache / "logs")
-    print((paths.cache / "logs" / "attack.log").read_text(encoding="utf-8")[-6000:], flush=True)
+    print((paths.cache / "logs" / f"{step}.log").read_text(encoding="utf-8")[-6000:], flush=True)
     if job.returncode == 0:
-        state["attack"] = "done"
+        state[step] = "done"
     return job.returncode == 0
 
 
@@ -937,8 +971,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=float, default=600.0, help="seconds for the whole script (default 600)")
     p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="h200")
     p.add_argument("--backbone", help="override the protocol's backbone (a local path: the CPU test's tiny BERT)")
-    p.add_argument("--steps", type=lambda s: tuple(s.split(",")), default=STEPS,
-                   help=f"comma-separated subset of {','.join(STEPS)} (default: all, in that order)")
+    p.add_argument("--steps", type=lambda s: tuple(s.split(",")), default=PACK_STEPS,
+                   help=f"comma-separated subset of {','.join(STEPS)}, run in that order (default: those the "
+                        f"pack serves, {','.join(PACK_STEPS)})")
     p.add_argument("--jobs", type=int, help="concurrent jobs for the claims and extras (default: the probe's)")
     p.add_argument("--out", type=Path, default=REPO / "results" / "evidence-gpu",
                    help="records, tables, state (default results/evidence-gpu)")
@@ -948,13 +983,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="checkpoints, built resources, job logs (default $ROBENCH_CACHE_DIR or /tmp/gpu-lend-cache)")
     p.add_argument("--data-dir", type=Path, help="default $ROBENCH_DATA_DIR")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--attack-step", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--child-step", choices=("attack", "textattack"), help=argparse.SUPPRESS)
     p.add_argument("--probe-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--probe-dir", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--probe-index", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if unknown := sorted(set(args.steps) - set(STEPS)):
         p.error(f"unknown step(s) {unknown} (known: {', '.join(STEPS)})")
+    args.steps = tuple(step for step in STEPS if step in args.steps)
     if args.limit <= 0 or (args.jobs is not None and args.jobs <= 0):
         p.error("--limit and --jobs must be positive")
     args.out, args.cache_dir = args.out.resolve(), args.cache_dir.resolve()
@@ -972,12 +1008,14 @@ def main(argv: list[str] | None = None) -> int:
     paths = Paths(args.out, args.cache_dir, data.resolve() if data else None,
                   args.bundle.resolve() if args.bundle else None)
     try:
-        if args.attack_step:
+        if args.child_step == "attack":
             attack_step(protocol, paths, args.device)
+        elif args.child_step == "textattack":
+            textattack_step(protocol, paths, args.device)
         elif args.probe_worker:
             probe_worker(protocol, paths, args.device, args.probe_index, args.probe_dir)
         elif args.plan:
-            lines, size = make_plan(protocol, paths, args.limit, _read_json(paths.state) or {})
+            lines, size = make_plan(protocol, paths, args.limit, _read_json(paths.state) or {}, args.steps)
             if not print_plan(lines, args.limit, size):
                 raise LendError(f"the plan needs {sum(x.seconds for x in lines):.0f} s, over the limit of "
                                 f"{args.limit:.0f} s")

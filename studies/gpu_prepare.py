@@ -3,18 +3,20 @@
 
     python studies/gpu_prepare.py                 # here, before a lend: fill .gpu/, print the sizes, refuse > 64 MiB
     python studies/gpu_prepare.py --size          # only the travelling size of the tree as it is now
-    python3 studies/gpu_prepare.py --unpack DIR   # there (studies/gpu-lend.sh): the backbone and data into DIR
+    python3 studies/gpu_prepare.py --unpack DIR --site SITE   # there (studies/gpu-lend.sh)
 
 The device tool sends at most 64 MiB: the tracked files, the untracked files git does not ignore, and the carried
 `.gpu/`. `.gpu/` holds
-* `wheels/`: the packages the H200 image lacks or has in another version (`WHEELS`, pinned, Python 3.12);
+* `site.tar.xz`: the packages the H200 image lacks or has in another version (`WHEELS`, pinned, Python 3.12),
+  their wheels unpacked (a wheel is its installed files) and compressed together: 7 MiB where the wheels are 17;
 * `minilm.tar.xz`: the embedded MiniLM backbone with its weights stored as float16 (upcast to float32 on load)
   and byte-split (the high and low bytes of each value apart, which xz compresses better), unpacked there into
   a folder that `ROBENCH_MINILM_DIR` points at (robench/classifier/backbone.py);
 * `data.tar.xz`: the data files the steps read (`DATA_FILES`);
-* `pack.json`: what was packed, the steps it serves, the sizes and the backbone copy's measured difference.
-Only the probe and claims steps' needs fit (docs/studies/gpu.md says what the attack step would need and why it
-does not).
+* `cut.tar.xz`: TextFooler's word resources cut to the words of the SST-2 dev split (robench.engine.resources.cut,
+  `ROBENCH_LEXICON_CUT` there), checked here against the whole resources;
+* `pack.json`: what was packed, the steps it serves, the sizes, the backbone copy's measured difference, the cut.
+The textattack and extra steps' needs do not fit (docs/studies/gpu.md).
 """
 from __future__ import annotations
 
@@ -32,16 +34,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 64 * 1024 * 1024  # the device tool's limit on what travels
-STEPS = "probe,claims"  # the gpu_lend steps this pack serves
+STEPS = "attack,probe,claims"  # the gpu_lend steps this pack serves
 # Missing from the H200 image (KINDS.md), or there in a version robench cannot use: transformers < 5 (textattack ->
 # flair pins it), with the tokenizers and huggingface-hub it accepts (it checks both at import); datasets (robench
 # loads its TSVs with it) and its dill / multiprocess; fsspec at the newest version datasets accepts. Versions as
 # in the development venv, where they work together; each has a Python 3.12 wheel. setuptools: robench is
 # installed there from the tree (`--no-build-isolation`) and needs >= 77, which the image is not known to have.
+# The attack: nltk (the tagger) and the defusedxml it imports; textattack, never imported there, for TextFooler's
+# stopword list, which robench reads from its recipe file (robench.engine.resources.nltk_data.stopwords).
 WHEELS = ("transformers==4.57.6", "tokenizers==0.22.2", "huggingface_hub==0.36.2", "datasets==5.0.1",
-          "dill==0.4.1", "multiprocess==0.70.19", "fsspec==2026.6.0", "setuptools==84.2.1")
+          "dill==0.4.1", "multiprocess==0.70.19", "fsspec==2026.6.0", "setuptools==84.2.1", "nltk==3.10.4",
+          "defusedxml==0.7.1", "textattack==0.3.11")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
-DATA_FILES = ("sst2/train.tsv", "sst2/dev.tsv", "advglue/dev.json")  # training, the dev pass, AdvGLUE-sst2
+DATA_FILES = ("sst2/train.tsv", "sst2/dev.tsv", "advglue/dev.json",  # training, the dev pass, AdvGLUE-sst2
+              *(f"nltk_data/taggers/averaged_perceptron_tagger_eng/averaged_perceptron_tagger_eng.{part}.json"
+                for part in ("classes", "tagdict", "weights")),  # the attack's POS tags,
+              "nltk_data/taggers/universal_tagset.zip", "nltk_data/corpora/stopwords.zip")  # and stopwords
+CUT_TASK = "sst2"  # the attack's resources are cut to the words of its dev split (robench.engine.resources.cut)
 BACKBONE_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 WEIGHTS = "model.safetensors"
 CHECK_SENTENCES = 8  # SST-2 dev sentences the float16 copy is compared on
@@ -224,6 +233,40 @@ def split_weights(folder: Path) -> dict:
     return {"weights_sha256": hashlib.sha256(raw).hexdigest(), "weights_bytes": len(raw)}
 
 
+def pack_cut(gpu: Path, data_dir: Path, task_name: str = CUT_TASK) -> dict:
+    """TextFooler's word resources cut to the words of `task_name`'s dev split (robench.engine.resources.cut),
+    xz-compressed into `gpu`/cut.tar.xz; checked here: every covered word's candidates (all K, any cosine) and
+    cosines, and every cut word's parts of speech, equal the whole resources'."""
+    from robench.core.paths import resolve_settings
+    from robench.core.registry import TASKS
+    from robench.data.loading import load_split, texts_of
+    from robench.engine.resources import cut
+    from robench.engine.resources.lexicon import RELATIONS_FILE, lexicon, lexicon_inputs, relations_dir
+    from robench.engine.resources.synonyms import synonym_table
+
+    settings = resolve_settings(data_dir)
+    table, lex = synonym_table(settings, "lexicon"), lexicon(settings)
+    task = TASKS.get(task_name)
+    texts = [t for row in texts_of(load_split(task, "eval", settings.data_dir, "local"), task) for t in row]
+    folder = gpu / "build" / "cut"
+    shutil.rmtree(folder.parent, ignore_errors=True)
+    described = cut.write_cut(table, relations_dir(settings, lexicon_inputs(settings)) / RELATIONS_FILE,
+                              lex.wordnet, texts, folder, {"texts": f"{task_name} dev split ({len(texts)} texts)"})
+    small = cut.load_cut_table(folder)
+    pos = json.loads((folder / cut.POS).read_text(encoding="utf-8"))
+    for word in cut.text_words(texts):
+        whole = table.neighbours(word, k=table.nn.shape[1], min_cos=-float("inf"))
+        if small.neighbours(word, k=table.nn.shape[1], min_cos=-float("inf")) != whole or any(
+                small.cos(word, c) != table.cos(word, c) for c, _ in whole):
+            raise PrepareError(f"the cut table's candidates of {word!r} differ from the whole table's")
+    if any(pos[w] != sorted({s.pos() for s in lex.wordnet.synsets(w)}) for w in small.words):
+        raise PrepareError("the cut's parts of speech differ from WordNet's")
+    described["checked"] = "candidates, cosines and parts of speech equal the whole resources' for every word"
+    _xz_tar(folder, gpu / "cut.tar.xz")
+    shutil.rmtree(folder.parent)
+    return described
+
+
 def pack_data(gpu: Path, data_dir: Path) -> list[str]:
     work = gpu / "build" / "data"
     shutil.rmtree(work.parent, ignore_errors=True)
@@ -237,11 +280,28 @@ def pack_data(gpu: Path, data_dir: Path) -> list[str]:
     return list(DATA_FILES)
 
 
+def pack_site(gpu: Path, wheels: Path) -> None:
+    """The wheels in `wheels`, unpacked into one folder (their installed layout) and xz-compressed as
+    `gpu`/site.tar.xz."""
+    import zipfile
+
+    site = gpu / "build" / "site"
+    shutil.rmtree(site.parent, ignore_errors=True)
+    for wheel in sorted(wheels.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(site)
+    _xz_tar(site, gpu / "site.tar.xz")
+    shutil.rmtree(site.parent)
+
+
 def prepare(repo: Path, gpu: Path, data_dir: Path, wheel_dir: Path | None, limit: int) -> Travel:
     shutil.rmtree(gpu, ignore_errors=True)
     gpu.mkdir()
     pack = {"steps": STEPS, "wheels": fetch_wheels(gpu / "wheels", wheel_dir)}
+    pack_site(gpu, gpu / "wheels")
+    shutil.rmtree(gpu / "wheels")  # sent as site.tar.xz
     pack["data"] = pack_data(gpu, data_dir)
+    pack["cut"] = pack_cut(gpu, data_dir)
     pack["backbone"] = pack_backbone(gpu, data_dir)
     (gpu / "pack.json").write_text(json.dumps(pack, indent=1) + "\n", encoding="utf-8")
     travel = travelling(repo, [gpu.relative_to(repo).as_posix()])
@@ -253,14 +313,19 @@ def prepare(repo: Path, gpu: Path, data_dir: Path, wheel_dir: Path | None, limit
 
 # ---------------------------------------------------------------- unpacking (there)
 
-def unpack(gpu: Path, target: Path) -> None:
-    """`gpu`'s backbone and data into `target`/minilm and `target`/data; the weights' checksum is verified."""
+def unpack(gpu: Path, target: Path, site: Path | None = None) -> None:
+    """`gpu`'s backbone, data and cut (when packed) into `target`/minilm, data and cut, and its packages into
+    `site`; the weights' checksum is verified."""
     pack = json.loads((gpu / "pack.json").read_text(encoding="utf-8"))
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("minilm", "data"):
+    for name in ("minilm", "data", "cut"):
         shutil.rmtree(target / name, ignore_errors=True)
+        if name == "cut" and not (gpu / "cut.tar.xz").is_file():
+            continue
         with tarfile.open(gpu / f"{name}.tar.xz", "r:xz") as tar:
             tar.extractall(target, filter="data")
+    if site is not None:
+        unpack_site(gpu, site)
     folder = target / "minilm"
     parts = [(folder / f"{WEIGHTS}.{p}").read_bytes() for p in ("head", "low", "high")]
     raw = parts[0] + join_bytes(parts[1], parts[2])
@@ -269,6 +334,15 @@ def unpack(gpu: Path, target: Path) -> None:
     (folder / WEIGHTS).write_bytes(raw)
     for p in ("head", "low", "high"):
         (folder / f"{WEIGHTS}.{p}").unlink()
+
+
+def unpack_site(gpu: Path, site: Path) -> None:
+    """`gpu`/site.tar.xz's packages into `site` (their installed layout: the folder goes first on PYTHONPATH)."""
+    with tarfile.open(gpu / "site.tar.xz", "r:xz") as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith("site/")]
+        for member in members:
+            member.name = member.name.removeprefix("site/")
+        tar.extractall(site, members=members, filter="data")
 
 
 # ---------------------------------------------------------------- command line
@@ -281,12 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit-mib", type=float, default=LIMIT / 2**20)
     p.add_argument("--size", action="store_true", help="only print the travelling size with --gpu carried")
     p.add_argument("--unpack", type=Path, metavar="DIR", help="on the lent machine: unpack --gpu into DIR")
+    p.add_argument("--site", type=Path, help="with --unpack: the packages' folder (first on PYTHONPATH there)")
     args = p.parse_args(argv)
     limit = int(args.limit_mib * 2**20)
     gpu = args.gpu.resolve()
     try:
         if args.unpack:
-            unpack(gpu, args.unpack)
+            unpack(gpu, args.unpack, args.site)
             return 0
         if args.size:
             travel = travelling(REPO, [gpu.relative_to(REPO).as_posix()] if gpu.exists() else [])

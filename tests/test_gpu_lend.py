@@ -2,6 +2,7 @@
 a lend's own measurements, and the whole script at a tiny size on the CPU, run twice (the second run resumes)."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -37,11 +38,22 @@ def test_the_plan_fits_ten_minutes_from_the_committed_timings(tmp_path, shared_d
     code, rows, text = _plan(capsys, shared_data, tmp_path)
     assert code == 0, text
     steps = {k: v for k, v in rows.items() if k != "total"}
-    assert list(steps) == ["attack", "probe", "claims", "extra", "summary"]
+    assert list(steps) == ["install", "attack", "textattack", "probe", "claims", "extra", "summary"]
     assert abs(sum(steps.values()) - rows["total"]) <= len(steps)  # each row rounded to a second
     assert 0 < rows["total"] <= 600 and all(steps[s] > 0 for s in ("attack", "probe", "claims"))
+    assert steps["textattack"] == 0 and "| textattack | 0 | not served by the pack: not run |" in text
     assert "limit 600 s: fits" in text and "claims' training size: 3000 SST-2 sentences" in text
     assert "H200 records" in text and "H200 MLM build" in text  # what the figures come from
+    assert "TextFooler on 872 dev texts" in text  # the whole SST-2 dev split
+
+
+def test_the_plan_counts_the_steps_it_is_given(tmp_path, shared_data, capsys):
+    """The pack's steps by default (the textattack comparison is not in it); a step given is counted."""
+    _, default, _ = _plan(capsys, shared_data, tmp_path)
+    code, rows, text = _plan(capsys, shared_data, tmp_path, "--steps", "claims,textattack,attack")
+    assert rows["textattack"] > 0 and rows["probe"] == 0 and rows["attack"] == default["attack"]
+    assert [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")][2:5] == [
+        "attack", "textattack", "probe"]  # the plan's order is the steps' order
 
 
 def test_a_plan_over_the_limit_is_refused(tmp_path, shared_data, capsys):
@@ -71,26 +83,60 @@ def test_a_lends_measurements_size_the_next_plan(tmp_path, shared_data, capsys):
     assert rows["attack"] == 0 and rows["probe"] == 0 and "at 6000 sentences (0 done)" in text
 
 
+def _tiny_cut(tmp_path: Path, tiny_data: Path) -> Path:
+    """A lexicon cut (robench.engine.resources.cut) to the tiny dev split's words: a random table over them (three
+    candidates a word), relations without pairs, every word a noun, verb, adjective and adverb to WordNet."""
+    import numpy as np
+
+    from robench.engine.resources import cut
+    from robench.engine.resources.tables import SynonymTable
+
+    texts = [line.split("\t")[0] for line in (tiny_data / "sst2" / "dev.tsv").read_text().splitlines()[1:]]
+    words = [w for w in cut.text_words(texts) if w.isalpha()]
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(len(words), 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    nn = np.stack([rng.choice([j for j in range(len(words)) if j != i], 3, replace=False) for i in range(len(words))])
+    nn_cos = np.einsum("vd,vkd->vk", vectors, vectors[nn]).astype(np.float32)
+    table = SynonymTable(words, vectors, nn.astype(np.int32), nn_cos, {"name": "lexicon", "key": "tiny"})
+    relations = tmp_path / "relations.json"
+    relations.write_text(json.dumps({"synonyms": {"alzantot": {}, "ppdb": {}, "wordnet": {}}, "antonyms": {},
+                                     "indirect_antonyms": {}, "sense_rank": [], "morphology": {
+                                         "exceptions": {p: {} for p in "nvar"}, "lemma_pos": {}}}))
+
+    class AnyPos:
+        def synsets(self, word):
+            return [cut.PartOfSpeech(p) for p in "nvar"]
+
+    cut.write_cut(table, relations, AnyPos(), texts, tmp_path / "cut", {"texts": "tiny sst2 dev"})
+    return tmp_path / "cut"
+
+
 def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, *flags: str) -> str:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "ROBENCH_LEXICON_CUT": str(tmp_path / "cut")}
     done = subprocess.run([sys.executable, str(SCRIPT), "--protocol", "tiny", "--backbone", str(tiny_backbone),
                            "--data-dir", str(tiny_data), "--device", "cpu", "--out", str(tmp_path / "out"),
-                           "--cache-dir", str(tmp_path / "cache"), "--bundle", str(tmp_path / "bundle"), *flags],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+                           "--cache-dir", str(tmp_path / "cache"), "--bundle", str(tmp_path / "bundle"),
+                           "--limit", "1800", *flags],  # not the H200's 600 s: a shared CPU may be slow
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=2400)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
 
 def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_data, tiny_backbone):
     out = tmp_path / "out"
-    first = _lend(tmp_path, tiny_data, tiny_backbone, "--steps", "attack,probe,claims")
+    _tiny_cut(tmp_path, tiny_data)
+    first = _lend(tmp_path, tiny_data, tiny_backbone)  # the steps the pack serves
     assert "claims: 0 finished before, 2 ran, 0 failed" in first
     for heading in ("## 1. Attack bench", "## 2. Concurrent training jobs", "## 3. Claims"):
         assert heading in first and heading in (out / "summary.md").read_text()
     assert "| fraction of the raw rate (target: 85%) |" in first and "claim verdict" in first
     state = json.loads((out / "state.json").read_text())
-    assert state["attack"] == "done" and state["train_size"] == 64 and state["jobs"] in (1, 2)
+    assert state["attack"] == "done" and "textattack" not in state and state["train_size"] == 64
+    assert state["jobs"] in (1, 2)
+    whole = json.loads(next((out / "runs").glob("*-bert-textfooler-*.json")).read_text())  # the whole split's attack
+    assert whole["resources"]["attack"]["synonyms"]["cut"]["texts"] == "tiny sst2 dev"  # read from the cut
     saturation = json.loads((out / "saturation.json").read_text())
     assert [r["jobs"] for r in saturation["rounds"]] == [1, 2] and saturation["saturating_jobs"] == state["jobs"]
     calibration = json.loads((out / "calibration.json").read_text())
@@ -104,11 +150,46 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
     assert not any(n.endswith(".lock") for n in names)
     stamps = {p: p.stat().st_mtime_ns for p in [*records, *(out / "bench").iterdir(), out / "saturation.json"]}
 
-    second = _lend(tmp_path, tiny_data, tiny_backbone)  # a second lend: only the extras are new
+    second = _lend(tmp_path, tiny_data, tiny_backbone, "--steps", "attack,probe,claims,extra")  # only extras are new
     assert "claims: 2 finished before, 0 ran" in second and "extra: 0 finished before, 1 ran, 0 failed" in second
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing measured again
     assert json.loads((out / "state.json").read_text())["runs"] == 2
     assert "| freelb | 1 |" in (out / "summary.md").read_text()
+
+
+def test_the_textattack_step_compares_both_attacks_on_the_subset_through_the_attack_steps_victim(tmp_path,
+                                                                                                  monkeypatch):
+    """Not in the pack, so not in the run above (TextAttack's import alone takes a minute here): its wiring."""
+    from robench.bench import attack as bench
+
+    gpu_lend, asked = _module(), []
+    monkeypatch.setattr(bench, "compare_attacks", lambda options, settings, console: asked.append(options))
+    protocol = gpu_lend.PROTOCOLS["tiny"]
+    gpu_lend.textattack_step(protocol, gpu_lend.Paths(tmp_path, tmp_path, None, None), "cpu")
+    whole = bench.specs(gpu_lend.attack_options(protocol, "cpu", 4), "hub")[bench.ROBENCH]
+    subset = bench.specs(asked[0], "hub")[bench.ROBENCH]
+    assert asked[0].examples == protocol.textattack_examples
+    assert dataclasses.replace(subset, eval_size=whole.eval_size) == whole  # the same victim and attack
+
+
+def test_an_attack_step_cut_off_after_the_whole_split_measures_only_what_is_missing(tmp_path, monkeypatch):
+    gpu_lend, called = _module(), []
+
+    def whole_split(protocol, options, settings, device, target):
+        called.append(("whole", options.examples))
+        return {"warm_up": 7.0, "forward_rate": 100.0}
+
+    monkeypatch.setattr(gpu_lend, "attack_whole_split", whole_split)
+    monkeypatch.setattr(gpu_lend, "calibrate", lambda *args: called.append("calibrate") or {"bert": {}})
+    paths = gpu_lend.Paths(tmp_path / "out", tmp_path / "cache", None, None)
+    protocol = gpu_lend.PROTOCOLS["tiny"]
+    gpu_lend.attack_step(protocol, paths, "cpu")  # cut off after this, before the state said "done"
+    (paths.out / "bench").mkdir(parents=True)
+    (paths.out / "bench" / "attack-sst2-4-robench.md").write_text("the whole split's table\n")
+    gpu_lend.attack_step(protocol, paths, "cpu")  # the next lend
+    assert called == [("whole", 4), "calibrate", "calibrate"]
+    measured = json.loads((paths.out / "calibration.json").read_text())
+    assert measured["warm_up"] == 7.0 and measured["forward_rate"] == 100.0 and measured["calibrations"] == {"bert": {}}
 
 
 def test_jobs_still_running_at_the_deadline_are_stopped_and_the_rest_not_started(tmp_path):

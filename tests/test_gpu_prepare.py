@@ -103,3 +103,22 @@ def test_a_minilm_dir_without_its_copy_description_is_refused(tmp_path, tiny_bac
     monkeypatch.setenv("ROBENCH_MINILM_DIR", str(tiny_backbone))
     with pytest.raises(RobenchError, match="no readable robench-copy.json"):
         resolve_backbone("minilm")
+
+
+def test_the_wheels_travel_unpacked_in_one_xz_and_land_installed_in_the_site_folder(tmp_path):
+    import zipfile
+
+    prepare = _module()
+    gpu, wheels = tmp_path / "gpu", tmp_path / "wheels"
+    gpu.mkdir()
+    wheels.mkdir()
+    for name in ("alpha", "beta"):
+        with zipfile.ZipFile(wheels / f"{name}-1.0-py3-none-any.whl", "w") as archive:
+            archive.writestr(f"{name}/__init__.py", f"NAME = {name!r}\n")
+            archive.writestr(f"{name}-1.0.dist-info/METADATA", f"Name: {name}\nVersion: 1.0\n")
+    prepare.pack_site(gpu, wheels)
+    assert sorted(p.name for p in gpu.iterdir()) == ["site.tar.xz"]  # the build folder is gone
+    site = tmp_path / "site"
+    prepare.unpack_site(gpu, site)
+    assert (site / "alpha" / "__init__.py").read_text() == "NAME = 'alpha'\n"
+    assert (site / "beta-1.0.dist-info" / "METADATA").is_file() and not (site / "site").exists()

@@ -39,6 +39,8 @@ from robench.core.hashing import content_hash, file_sha256
 from robench.core.manifest import write_manifest
 from robench.core.paths import Settings
 from robench.core.progress import phase
+from robench.engine.resources.cut import RELATIONS as CUT_RELATIONS
+from robench.engine.resources.cut import CutWordNet, cut_dir, load_cut_relations
 from robench.engine.resources.files import cached_build, data_file, resources_dir, staged_dir
 
 ALZANTOT_FILE = "counterfitted/counterfitted_neighbors.json"
@@ -235,7 +237,9 @@ def _sense_rank(wn, word: str, synset) -> int:
 
 def lexicon_inputs(settings: Settings) -> dict[str, Path]:
     """Every file the relations are read from, by the name the key and the record use (a clear error naming the
-    first one missing: the cheap check before any work)."""
+    first one missing: the cheap check before any work); under `ROBENCH_LEXICON_CUT`, the cut's relations file."""
+    if (cut := cut_dir()) is not None:
+        return {name: cut / CUT_RELATIONS for name in ("alzantot", "ppdb", *ANTONYM_FILES)}
     files = {"alzantot": data_file(settings, ALZANTOT_FILE, "Alzantot et al. counter-fitted neighbour lists"),
              "ppdb": data_file(settings, PPDB_SYNONYMS, "Mrkšić PPDB synonym list"),
              **{rel: data_file(settings, rel, "Mrkšić antonym list") for rel in ANTONYM_FILES}}
@@ -246,11 +250,14 @@ def lexicon_inputs(settings: Settings) -> dict[str, Path]:
 @functools.lru_cache(maxsize=4)  # loaded once per process
 def lexicon(settings: Settings) -> Lexicon:
     """The lexical relations of the data dir's lists and WordNet (see the module docstring): the cached build when
-    it verifies, else built now (about 40 s) and cached."""
+    it verifies, else built now (about 40 s) and cached; under `ROBENCH_LEXICON_CUT`, the cut's (its WordNet
+    knows the parts of speech of the cut table's words only: robench.engine.resources.cut)."""
     inputs = lexicon_inputs(settings)
-    key = content_hash({"format": RELATIONS_FORMAT, "inputs": {name: file_sha256(path, settings.cache_dir)
-                                                               for name, path in inputs.items()}}, 12)
-    target = resources_dir(settings) / f"relations-{key}"
+    if (cut := cut_dir()) is not None:
+        lex = _lexicon_of(load_cut_relations(cut), inputs, settings)
+        lex.wordnet = CutWordNet(lex.wordnet._morphy, cut)
+        return lex
+    target = relations_dir(settings, inputs)
     relations = cached_build(target, _load_relations)
     if relations is None:
         with phase("building the lexicon's relations from its lists and WordNet (first use, about "
@@ -258,6 +265,13 @@ def lexicon(settings: Settings) -> Lexicon:
             relations = _build_relations(settings, inputs)
         _save_relations(target, relations)
     return _lexicon_of(relations, inputs, settings)
+
+
+def relations_dir(settings: Settings, inputs: dict[str, Path]) -> Path:
+    """Where the relations of `inputs` (`lexicon_inputs`) are cached: keyed by the SHA-256 of every input."""
+    key = content_hash({"format": RELATIONS_FORMAT, "inputs": {name: file_sha256(path, settings.cache_dir)
+                                                               for name, path in inputs.items()}}, 12)
+    return resources_dir(settings) / f"relations-{key}"
 
 
 def _load_relations(target: Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
+from robench.engine.resources.cut import cut_dir, load_cut_table
 from robench.engine.resources.files import FORMAT, cached_build, data_file, inputs_digest, resources_dir
 from robench.engine.resources.lexicon import read_pairs
 from robench.engine.resources.lexicon_table import build_lexicon_table
@@ -102,7 +103,10 @@ def _neighbour_list_table(settings: Settings) -> SynonymTable:
 
 
 def require_synonym_source(settings: Settings, source: str) -> None:
-    """Fail before training when `source`'s input files are missing (cheap: file checks only)."""
+    """Fail before training when `source`'s input files are missing (cheap: file checks only); the "lexicon"
+    source under `ROBENCH_LEXICON_CUT` needs only the cut (robench.engine.resources.cut)."""
+    if source == "lexicon" and cut_dir() is not None:
+        return
     if source in ("counterfitted-glove", "lexicon"):
         for rels in CONSTRAINTS.values():
             for rel in rels:
@@ -119,9 +123,11 @@ def require_synonym_source(settings: Settings, source: str) -> None:
 @functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
 def synonym_table(settings: Settings, source: str = DEFAULT_SOURCE, console=None) -> SynonymTable:
     """The candidate-synonym table: "lexicon" (default) or "counterfitted-glove" (each built and cached on first
-    use, a few minutes on CPU), or "neighbors" (the counter-fitted neighbour lists in the data dir)."""
+    use, a few minutes on CPU; "lexicon" is read from `ROBENCH_LEXICON_CUT` when set), or "neighbors" (the
+    counter-fitted neighbour lists in the data dir)."""
     if source == "lexicon":
-        table = build_lexicon_table(settings, console=console)
+        cut = cut_dir()
+        table = load_cut_table(cut) if cut is not None else build_lexicon_table(settings, console=console)
     elif source == "counterfitted-glove":
         table = build_synonyms(settings, console=console)
     elif source == "neighbors":
