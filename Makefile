@@ -38,7 +38,7 @@ test-deps:
 
 test: setup test-deps
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n auto --maxprocesses 4
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=60
 
 # The inner loop: every test but those marked integration (the real MiniLM or real attack resources), browser, ray
 # and pip (pyproject.toml; tests/conftest.py marks the last three by fixture). Needs no apt package.
