@@ -60,6 +60,8 @@ reference: | setup
 	done
 	$(BIN)/python studies/claims.py >/dev/null
 	$(BIN)/python studies/cost.py >/dev/null
+	$(BIN)/python studies/natural_cost.py >/dev/null
+	$(BIN)/robench compare --results-dir results/natural --baseline bert > results/natural/compare.txt
 	$(BIN)/python studies/readme_results.py
 
 # The CLI reference (docs/guide/cli.md, cli-bench.md), from the argument parser (tests/test_cli_markdown.py checks it).

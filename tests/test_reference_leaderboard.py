@@ -168,6 +168,13 @@ def test_the_claims_and_cost_tables_regenerate_from_the_records(script, outputs,
         assert (tmp_path / name).read_bytes() == (REFERENCE / name).read_bytes(), f"{name}: run `make reference`"
 
 
+def test_the_natural_settings_cost_table_regenerates_from_the_records(tmp_path):
+    """results/natural/cost.md (the natural setting against textdefender on the same checkpoints and sentences) is
+    what studies/natural_cost.py writes from the packed records of results/natural and results/reference."""
+    _study("natural_cost").main(tmp_path)
+    assert (tmp_path / "cost.md").read_bytes() == (RESULTS / "natural" / "cost.md").read_bytes()
+
+
 def _study(name: str):
     """The study script `studies/<name>.py`, imported as a module."""
     spec = importlib.util.spec_from_file_location(name, REPO / "studies" / f"{name}.py")
