@@ -26,10 +26,10 @@ class FakeClock:
 
 
 def test_profile_counts_nested_parts_once(monkeypatch):
-    import robench.core.types as types
+    import robench.engine.attack as attack_module
 
     clock = FakeClock()
-    monkeypatch.setattr(types.time, "perf_counter", clock)
+    monkeypatch.setattr(attack_module.time, "perf_counter", clock)
     profile = Profile()
     with profile.part("search"):
         clock.now += 1.0

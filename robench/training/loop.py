@@ -65,7 +65,7 @@ class TrainingSpec(Protocol):
 
 
 class TrainingRun(Protocol):
-    """What training reads of a resolved run (a `robench.runs.resolve.TrainingRun` is one): the run layer hands
+    """What training reads of a resolved run (a `robench.runs.resolve.ResolvedRun` is one): the run layer hands
     it down, and training never imports the run layer."""
 
     @property
