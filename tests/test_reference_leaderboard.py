@@ -175,6 +175,18 @@ def test_the_natural_settings_cost_table_regenerates_from_the_records(tmp_path):
     assert (tmp_path / "cost.md").read_bytes() == (RESULTS / "natural" / "cost.md").read_bytes()
 
 
+def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, capsys, monkeypatch, cache):
+    """results/natural/compare.txt (the positive control under the natural setting) byte for byte."""
+    from robench.cli import main
+
+    monkeypatch.setenv("ROBENCH_CACHE_DIR", str(cache))
+    for packed in (RECORDS, EXAMPLES):
+        shutil.copy(RESULTS / "natural" / packed, tmp_path / packed)
+    capsys.readouterr()
+    main(["compare", "--baseline", "bert", "--results-dir", str(tmp_path)])
+    assert capsys.readouterr().out == (RESULTS / "natural" / "compare.txt").read_text(encoding="utf-8")
+
+
 def _study(name: str):
     """The study script `studies/<name>.py`, imported as a module."""
     spec = importlib.util.spec_from_file_location(name, REPO / "studies" / f"{name}.py")
