@@ -10,7 +10,9 @@ those the pack of studies/gpu_prepare.py serves, `PACK_STEPS`):
 1. attack: robench's TextFooler on the whole SST-2 dev split (wall time, fraction of the raw forward rate and the
    profile: `robench.bench.attack`); then the estimate's calibration (`robench.runs.estimate`) of the claim models
    on this device.
-   textattack: robench beside `textattack:textfooler` on a subset through the same victim (not in the pack).
+   textattack: robench beside `textattack:textfooler` on a subset through the same victim. TextAttack imports
+   packages its TextFooler path never calls and the machine lacks; the attack steps' processes get stand-ins for
+   them that fail on use (`NOT_CARRIED`), and a step that used one fails.
 2. probe: how many concurrent training jobs saturate the device: 1, 2, 4, 8 processes train the slowest claim
    model at once, started together; the throughput of each count, and the smallest count within 90% of the best.
 3. claims: bert vs imbert on AdvGLUE-sst2, 5 seeds each, at the largest SST-2 training size whose estimated
@@ -27,7 +29,10 @@ and `DIR/summary.md` are refreshed too (two files: the device tool returns at mo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import importlib.abc
+import importlib.machinery
 import json
 import math
 import os
@@ -40,9 +45,10 @@ import tarfile
 import threading
 import time
 import traceback
+import types
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 H200_RESULTS = REPO / "results" / "evidence-h200"  # the committed H200 timings (one partial lend), packed
@@ -51,8 +57,15 @@ GPU_GRID = REPO / "results" / "grid-gpu.toml"  # the GPU protocol: training valu
 CPU_CLAIMS = REPO / "results" / "reference" / "claims.json"
 CLAIMS_SCRIPT = REPO / "studies" / "claims.py"
 STEPS = ("attack", "textattack", "probe", "claims", "extra")
-PACK_STEPS = ("attack", "probe", "claims")  # what studies/gpu_prepare.py's pack serves (its STEPS)
+PACK_STEPS = ("attack", "textattack", "probe", "claims")  # what studies/gpu_prepare.py's pack serves (its STEPS)
 IMBERT_CLAIM = ("IM-BERT, AdvGLUE-sst2, +8.3 points", 8.3)  # its paper (arXiv 2505.06889; studies/claims.py)
+# What `import textattack` (0.3.11) imports but its TextFooler path through robench never calls, and the H200 image
+# lacks (so the pack leaves them out, docs/studies/gpu.md): flair (its POS tagger and tokenizer; TextFooler tags
+# with NLTK) and what flair pulls in, jieba and pinyin/OpenHowNet (Chinese text and swaps), the other recipes'
+# constraints and swaps, and the loggers. In the attack steps' processes each is a stand-in (`StandIns`).
+NOT_CARRIED = ("flair", "jieba", "pinyin", "OpenHowNet", "Levenshtein", "editdistance", "bert_score",
+               "language_tool_python", "lemminflect", "more_itertools", "num2words", "word2number", "langdetect",
+               "terminaltables")
 
 # Allowances the plan uses until a lend has measured them (then <out>/calibration.json holds the measurement):
 PROCESS_START_S = 3.0  # a fresh Python importing torch, transformers and robench: 2.6 s of CPU time on the
@@ -75,6 +88,70 @@ class LendError(Exception):
     """Bad input or a plan over the limit: one line, non-zero exit."""
 
 
+class StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Importing a module under one of `roots` (installed or not) gives a stand-in: any attribute is a class that
+    can be subclassed, and calling or instantiating it raises and is recorded in `used`, so that a use that the
+    caller swallows is still found."""
+
+    def __init__(self, roots: tuple[str, ...]) -> None:
+        self.roots = frozenset(roots)
+        self.used: list[str] = []
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name.partition(".")[0] in self.roots:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _StandInModule(spec.name, self)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+    def stand_in(self, name: str) -> type:
+        used = self.used
+
+        class _StandIn(type):
+            def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+                used.append(cls.__qualname__)
+                raise LendError(f"{cls.__qualname__} was called, but its package was not carried to the GPU "
+                                "machine (studies/gpu_lend.py, NOT_CARRIED)")
+
+            def __getattr__(cls, attr: str) -> Any:
+                if attr.startswith("__"):
+                    raise AttributeError(attr)
+                return _StandIn(attr, (), {"__qualname__": f"{cls.__qualname__}.{attr}"})
+
+        return _StandIn(name.rpartition(".")[2], (), {"__qualname__": name})
+
+
+class _StandInModule(types.ModuleType):
+    def __init__(self, name: str, finder: StandIns) -> None:
+        super().__init__(name)
+        self._finder = finder
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        value = self._finder.stand_in(f"{self.__name__}.{attr}")
+        setattr(self, attr, value)
+        return value
+
+
+@contextlib.contextmanager
+def standing_in(roots: tuple[str, ...]) -> Iterator[StandIns]:
+    """Stand-ins for `roots` while the block runs (first on the import path); LendError after it when one was
+    used."""
+    finder = StandIns(roots)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield finder
+    finally:
+        sys.meta_path.remove(finder)
+    if finder.used:
+        raise LendError(f"the step used packages that were not carried: {', '.join(sorted(set(finder.used)))}")
+
+
 @dataclass(frozen=True)
 class Protocol:
     """What the lend measures and at which sizes (`h200`: the issue's; `tiny`: the CPU test's)."""
@@ -85,7 +162,8 @@ class Protocol:
     victim_train_size: int = 2000  # the attack bench's victim: bert, as `robench bench attack` trains it
     victim_epochs: int = 2
     attack_examples: int | None = None  # robench's TextFooler; None: the whole dev split
-    textattack_examples: int = 100  # robench beside textattack:textfooler, the same examples and victim
+    textattack_examples: int = 100  # robench beside textattack:textfooler, the same examples and victim (as many
+    #                                 as the CPU benches of docs/studies/attacks.md)
     synonym_source: str = "lexicon"
     sentence_encoder: str = "minilm"
     models: tuple[str, ...] = ("bert", "imbert")  # the claim: baseline first
@@ -93,7 +171,9 @@ class Protocol:
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     probe_jobs: tuple[int, ...] = (1, 2, 4, 8)
     probe_steps: int = 8
-    min_train_size: int = 3000  # the CPU reference's: the claim is only new above it
+    # the claims' floor: the CPU reference's 3,000 (the claim is only new above it) less what the textattack step
+    # needs in the worst case (concurrent jobs no faster than one); at run time the probe's speed-up sizes them
+    min_train_size: int = 2500
     max_train_size: int = 67349  # the whole SST-2 train split
     size_step: int = 500
     train: dict[str, Any] = field(default_factory=dict)  # over grid-gpu.toml's [train]
@@ -323,7 +403,8 @@ def make_plan(protocol: Protocol, paths: Paths, limit: float, state: dict[str, A
                    f"calibration of {', '.join(protocol.models)}; forwards at {costs.forward_rate:.0f}/s "
                    f"({costs.basis['forward_rate']})"),
         "textattack": (0.0 if "textattack" in state else textattack_seconds(protocol, costs, dev),
-                       f"robench and textattack:textfooler on {protocol.textattack_examples} dev texts"),
+                       f"robench and textattack:textfooler on {protocol.textattack_examples} dev texts; "
+                       f"TextAttack's CPU-side work {TEXTATTACK_CPU_S_PER_EXAMPLE} s per example"),
         "probe": (0.0 if "saturation" in state else probe_seconds(protocol, costs),
                   f"{probe_model(protocol, costs)} x {protocol.probe_steps} steps at "
                   f"{', '.join(map(str, protocol.probe_jobs))} jobs, as if run one after another"),
@@ -462,7 +543,32 @@ def textattack_step(protocol: Protocol, paths: Paths, device: str) -> None:
     from robench.core.paths import resolve_settings
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)
+    check_cut_covers_textattack(protocol, settings)
     bench.compare_attacks(attack_options(protocol, device, protocol.textattack_examples), settings, None)
+
+
+def check_cut_covers_textattack(protocol: Protocol, settings) -> None:
+    """With a cut (`ROBENCH_LEXICON_CUT`, cut to the words of the dev split as robench splits them), every word of
+    the dev split as TextAttack splits it (`words_from_text`, lower-cased as its swaps ask) must be one the cut
+    answers for: a word outside it would get no candidates from TextAttack, silently."""
+    from robench.attacks.textattack.compat import load_textattack
+
+    from robench.core.registry import TASKS
+    from robench.data.loading import load_split, texts_of
+    from robench.engine.resources import cut
+
+    folder = cut.cut_dir()
+    if folder is None:
+        return
+    load_textattack(settings)
+    from textattack.shared.utils import words_from_text
+
+    task = TASKS.get(protocol.task)
+    texts = [t for row in texts_of(load_split(task, "eval", settings.data_dir, "local"), task) for t in row]
+    missing = sorted({w.lower() for t in texts for w in words_from_text(t)} - cut.load_cut_table(folder).covered)
+    if missing:
+        raise LendError(f"the cut {folder} lacks {len(missing)} words TextAttack splits the dev split into "
+                        f"({', '.join(missing[:5])}, ...): pack it again with these words")
 
 
 def attack_whole_split(protocol: Protocol, options, settings, device: str, target: Path) -> dict[str, float]:
@@ -1008,10 +1114,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = Paths(args.out, args.cache_dir, data.resolve() if data else None,
                   args.bundle.resolve() if args.bundle else None)
     try:
-        if args.child_step == "attack":
-            attack_step(protocol, paths, args.device)
-        elif args.child_step == "textattack":
-            textattack_step(protocol, paths, args.device)
+        if args.child_step:  # both import textattack (robench's warm-up imports it too)
+            with standing_in(NOT_CARRIED):
+                (attack_step if args.child_step == "attack" else textattack_step)(protocol, paths, args.device)
         elif args.probe_worker:
             probe_worker(protocol, paths, args.device, args.probe_index, args.probe_dir)
         elif args.plan:

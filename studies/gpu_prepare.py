@@ -16,7 +16,7 @@ The device tool sends at most 64 MiB: the tracked files, the untracked files git
 * `cut.tar.xz`: TextFooler's word resources cut to the words of the SST-2 dev split (robench.engine.resources.cut,
   `ROBENCH_LEXICON_CUT` there), checked here against the whole resources;
 * `pack.json`: what was packed, the steps it serves, the sizes, the backbone copy's measured difference, the cut.
-The textattack and extra steps' needs do not fit (docs/studies/gpu.md).
+The extra steps' needs do not fit (docs/studies/gpu.md).
 """
 from __future__ import annotations
 
@@ -34,17 +34,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 64 * 1024 * 1024  # the device tool's limit on what travels
-STEPS = "attack,probe,claims"  # the gpu_lend steps this pack serves
+STEPS = "attack,textattack,probe,claims"  # the gpu_lend steps this pack serves
 # Missing from the H200 image (KINDS.md), or there in a version robench cannot use: transformers < 5 (textattack ->
 # flair pins it), with the tokenizers and huggingface-hub it accepts (it checks both at import); datasets (robench
 # loads its TSVs with it) and its dill / multiprocess; fsspec at the newest version datasets accepts. Versions as
 # in the development venv, where they work together; each has a Python 3.12 wheel. setuptools: robench is
 # installed there from the tree (`--no-build-isolation`) and needs >= 77, which the image is not known to have.
-# The attack: nltk (the tagger) and the defusedxml it imports; textattack, never imported there, for TextFooler's
-# stopword list, which robench reads from its recipe file (robench.engine.resources.nltk_data.stopwords).
+# The attack: nltk (the tagger) and the defusedxml it imports. textattack:textfooler: textattack and lru-dict (its
+# caches), the only one of its requirements that its TextFooler path calls and the image lacks; the packages it
+# imports but never calls there are stood in for (studies/gpu_lend.py, `NOT_CARRIED`).
 WHEELS = ("transformers==4.57.6", "tokenizers==0.22.2", "huggingface_hub==0.36.2", "datasets==5.0.1",
           "dill==0.4.1", "multiprocess==0.70.19", "fsspec==2026.6.0", "setuptools==84.2.1", "nltk==3.10.4",
-          "defusedxml==0.7.1", "textattack==0.3.11")
+          "defusedxml==0.7.1", "textattack==0.3.11", "lru_dict==1.4.1")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
 DATA_FILES = ("sst2/train.tsv", "sst2/dev.tsv", "advglue/dev.json",  # training, the dev pass, AdvGLUE-sst2
               *(f"nltk_data/taggers/averaged_perceptron_tagger_eng/averaged_perceptron_tagger_eng.{part}.json"

@@ -11,6 +11,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "studies" / "gpu_lend.py"
 
@@ -40,15 +42,16 @@ def test_the_plan_fits_ten_minutes_from_the_committed_timings(tmp_path, shared_d
     steps = {k: v for k, v in rows.items() if k != "total"}
     assert list(steps) == ["install", "attack", "textattack", "probe", "claims", "extra", "summary"]
     assert abs(sum(steps.values()) - rows["total"]) <= len(steps)  # each row rounded to a second
-    assert 0 < rows["total"] <= 600 and all(steps[s] > 0 for s in ("attack", "probe", "claims"))
-    assert steps["textattack"] == 0 and "| textattack | 0 | not served by the pack: not run |" in text
-    assert "limit 600 s: fits" in text and "claims' training size: 3000 SST-2 sentences" in text
+    assert 0 < rows["total"] <= 600 and all(steps[s] > 0 for s in ("attack", "textattack", "probe", "claims"))
+    assert steps["extra"] == 0 and "| extra | 0 | not served by the pack: not run |" in text
+    assert "limit 600 s: fits" in text and "claims' training size: 2500 SST-2 sentences" in text
+    assert "textattack:textfooler on 100 dev texts" in text
     assert "H200 records" in text and "H200 MLM build" in text  # what the figures come from
     assert "TextFooler on 872 dev texts" in text  # the whole SST-2 dev split
 
 
 def test_the_plan_counts_the_steps_it_is_given(tmp_path, shared_data, capsys):
-    """The pack's steps by default (the textattack comparison is not in it); a step given is counted."""
+    """The pack's steps by default; only the steps given are counted."""
     _, default, _ = _plan(capsys, shared_data, tmp_path)
     code, rows, text = _plan(capsys, shared_data, tmp_path, "--steps", "claims,textattack,attack")
     assert rows["textattack"] > 0 and rows["probe"] == 0 and rows["attack"] == default["attack"]
@@ -133,7 +136,11 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
         assert heading in first and heading in (out / "summary.md").read_text()
     assert "| fraction of the raw rate (target: 85%) |" in first and "claim verdict" in first
     state = json.loads((out / "state.json").read_text())
-    assert state["attack"] == "done" and "textattack" not in state and state["train_size"] == 64
+    assert state["attack"] == state["textattack"] == "done" and state["train_size"] == 64
+    parity = next(line for line in first.splitlines() if line.startswith("| examples (errors) |"))
+    assert parity.split("|")[2:5] == [" 4 (0) ", " 2 (0) ", " 2 (0) "]  # whole split; both attacks on the subset
+    textattack = json.loads(next((out / "runs").glob("*-bert-textattack*textfooler-*.json")).read_text())
+    assert textattack["resources"]["attack"]["synonyms"]["used"]["cut"]["texts"] == "tiny sst2 dev"
     assert state["jobs"] in (1, 2)
     whole = json.loads(next((out / "runs").glob("*-bert-textfooler-*.json")).read_text())  # the whole split's attack
     assert whole["resources"]["attack"]["synonyms"]["cut"]["texts"] == "tiny sst2 dev"  # read from the cut
@@ -206,3 +213,56 @@ def test_jobs_still_running_at_the_deadline_are_stopped_and_the_rest_not_started
     assert quick.returncode == 0 and not quick.killed and (tmp_path / "logs" / "quick.log").read_text() == "done\n"
     assert slow.killed and slow.returncode != 0
     assert queued.started == 0 and queued.returncode is None  # never started: the next lend runs it
+
+
+def test_stand_ins_import_and_subclass_but_fail_on_use_even_when_the_use_is_swallowed():
+    gpu_lend = _module()
+    assert "tabnanny" not in sys.modules  # installed (the standard library's), not imported yet
+    with pytest.raises(gpu_lend.LendError, match="used packages that were not carried: tabnanny.data.Sentence"):
+        with gpu_lend.standing_in(("tabnanny",)):
+            import tabnanny
+            from tabnanny.data import Sentence
+
+            class Tokenizer(tabnanny.data.Tokenizer):  # subclassing at import time works
+                pass
+
+            assert not hasattr(tabnanny, "check") or not callable(getattr(tabnanny.check, "__code__", None))
+            with pytest.raises(gpu_lend.LendError, match="tabnanny.data.Sentence was called"):
+                Sentence("a text")
+            try:
+                Sentence("swallowed")
+            except Exception:
+                pass
+            assert Tokenizer.__mro__[1].__qualname__ == "tabnanny.data.Tokenizer"
+    for name in [m for m in sys.modules if m.partition(".")[0] == "tabnanny"]:
+        del sys.modules[name]
+    import tabnanny
+
+    assert callable(tabnanny.check.__code__.co_name and tabnanny.check)  # the real module once the block is over
+    del sys.modules["tabnanny"]
+
+
+def test_a_cut_that_lacks_words_textattack_splits_the_dev_split_into_is_refused(tmp_path, tiny_data, monkeypatch):
+    import types
+
+    from robench.attacks.textattack import compat
+
+    from robench.core.paths import resolve_settings
+    from robench.engine.words import split_words
+
+    gpu_lend = _module()
+    _tiny_cut(tmp_path, tiny_data)
+    monkeypatch.setenv("ROBENCH_LEXICON_CUT", str(tmp_path / "cut"))
+    monkeypatch.setattr(compat, "load_textattack", lambda settings: None)  # TextAttack's import takes a minute here
+    utils = types.ModuleType("textattack.shared.utils")
+    for name, module in (("textattack", types.ModuleType("textattack")),
+                         ("textattack.shared", types.ModuleType("textattack.shared")),
+                         ("textattack.shared.utils", utils)):
+        monkeypatch.setitem(sys.modules, name, module)
+    settings = resolve_settings(tiny_data, tmp_path / "cache", tmp_path / "out")
+    protocol = gpu_lend.PROTOCOLS["tiny"]
+    utils.words_from_text = split_words  # the words the cut was made of: accepted
+    gpu_lend.check_cut_covers_textattack(protocol, settings)
+    utils.words_from_text = lambda text: [w + "zz" for w in split_words(text)]
+    with pytest.raises(gpu_lend.LendError, match="lacks .* words TextAttack splits the dev split into"):
+        gpu_lend.check_cut_covers_textattack(protocol, settings)
