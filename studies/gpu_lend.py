@@ -11,8 +11,8 @@ those the pack of studies/gpu_prepare.py serves, `PACK_STEPS`):
    profile: `robench.bench.attack`); then the estimate's calibration (`robench.runs.estimate`) of the claim models
    on this device.
    textattack: robench beside `textattack:textfooler` on a subset through the same victim. TextAttack imports
-   packages its TextFooler path never calls and the machine lacks; the attack steps' processes get stand-ins for
-   them that fail on use (`NOT_CARRIED`), and a step that used one fails.
+   packages its TextFooler path never calls and the machine lacks; the step's process gets stand-ins for them
+   that fail on use (`NOT_CARRIED`), and the step fails if one was used.
 2. probe: how many concurrent training jobs saturate the device: 1, 2, 4, 8 processes train the slowest claim
    model at once, started together; the throughput of each count, and the smallest count within 90% of the best.
 3. claims: bert vs imbert on AdvGLUE-sst2, 5 seeds each, at the largest SST-2 training size whose estimated
@@ -62,7 +62,7 @@ IMBERT_CLAIM = ("IM-BERT, AdvGLUE-sst2, +8.3 points", 8.3)  # its paper (arXiv 2
 # What `import textattack` (0.3.11) imports but its TextFooler path through robench never calls, and the H200 image
 # lacks (so the pack leaves them out, docs/studies/gpu.md): flair (its POS tagger and tokenizer; TextFooler tags
 # with NLTK) and what flair pulls in, jieba and pinyin/OpenHowNet (Chinese text and swaps), the other recipes'
-# constraints and swaps, and the loggers. In the attack steps' processes each is a stand-in (`StandIns`).
+# constraints and swaps, and the loggers. In the textattack step's process each is a stand-in (`StandIns`).
 NOT_CARRIED = ("flair", "jieba", "pinyin", "OpenHowNet", "Levenshtein", "editdistance", "bert_score",
                "language_tool_python", "lemminflect", "more_itertools", "num2words", "word2number", "langdetect",
                "terminaltables")

@@ -137,7 +137,8 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
     assert "| fraction of the raw rate (target: 85%) |" in first and "claim verdict" in first
     state = json.loads((out / "state.json").read_text())
     assert state["attack"] == state["textattack"] == "done" and state["train_size"] == 64
-    parity = next(line for line in first.splitlines() if line.startswith("| examples (errors) |"))
+    parity = next(line for line in (out / "summary.md").read_text().splitlines()
+                  if line.startswith("| examples (errors) |"))
     assert parity.split("|")[2:5] == [" 4 (0) ", " 2 (0) ", " 2 (0) "]  # whole split; both attacks on the subset
     textattack = json.loads(next((out / "runs").glob("*-bert-textattack*textfooler-*.json")).read_text())
     assert textattack["resources"]["attack"]["synonyms"]["used"]["cut"]["texts"] == "tiny sst2 dev"
