@@ -161,3 +161,14 @@ def test_masked_lm_logprobs_on_a_tiny_random_model(study, tiny_mlm):
     swaps = [study.Swap(words, 3, "good")]
     signals = study.masked_lm_scorer(model, tokenizer)(swaps)
     assert set(signals) == {"MLM log-ratio, whole word", "MLM log-ratio, first piece", "MLM rank, first piece"}
+
+
+def test_report_per_attack_and_pooled(study):
+    words = ("a", "b")
+    pairs = [study.ReadPair(attack, fluent, (study.Swap(words, 1, "c"),))
+             for attack in ("textfooler", "bert-attack") for fluent in (True, False)]
+    scored = {"fake": [np.array([1.0]), np.array([0.0]), np.array([0.0]), np.array([1.0])]}
+    table = study.report(pairs, scored)
+    assert [line.split(":")[0] for line in table.splitlines() if line.startswith("###")] == [
+        "### textfooler", "### bert-attack", "### all attacks"]
+    assert "| fake | 1.00 [1.00, 1.00] |" in table and "| fake | 0.00 [0.00, 0.00] |" in table
