@@ -67,7 +67,6 @@ from robench.core.params import bounded
 from robench.core.types import ExampleResult
 from robench.data.loading import texts_of
 from robench.engine.attack import ATTACKS, AttackContext, AttackOutput, Profile
-from robench.engine.gradients import GradientVictim, GradQuery, WordGradients, word_gradients
 from robench.engine.metrics import budget_curve, masking_flags_of_run, textattack_metrics
 from robench.engine.recipe import Composition, Greedy, WordSwapRecipe
 from robench.engine.scheduler import Request
@@ -138,6 +137,8 @@ class GradientImportance(Importance):
 
     @staticmethod
     def _gradient(words: Words, label: int) -> Generator[Request, Any, np.ndarray]:
+        from robench.engine.gradients import GradQuery  # torch: imported when attacking, not when reporting
+
         (answer,) = yield Request("predict", [GradQuery(words.text, label)])
         if not np.all(np.isfinite(answer.grads)):
             raise FloatingPointError("the input gradient is not finite")
@@ -175,6 +176,8 @@ class GradientSwapRecipe(WordSwapRecipe):
 
     def attack_with(self, ctx: AttackContext, params: GradientSwapParams, res: textfooler.TextFoolerResources
                     ) -> list[ExampleResult]:
+        from robench.engine.gradients import GradientVictim
+
         victim = GradientVictim(ctx.victim, params.gradient)
         results = super().attack_with(dataclasses.replace(ctx, victim=victim), params, res)
         ctx.profile.add("victim gradient", victim.gradient_seconds)  # model cost, timed inside the victim's part
@@ -186,7 +189,9 @@ class GradientSwapRecipe(WordSwapRecipe):
 def gradient_check(victim: Victim, texts: list[Text], labels: list[int], mode: str, zero_norm: float
                    ) -> dict[str, Any]:
     """AutoAttack's zero-gradient check on the clean inputs: how many gradients are zero or not finite."""
-    grads: list[WordGradients] = word_gradients(victim, [GradQuery(t, y) for t, y in zip(texts, labels)], mode)
+    from robench.engine.gradients import GradQuery, word_gradients
+
+    grads = word_gradients(victim, [GradQuery(t, y) for t, y in zip(texts, labels)], mode)
     norms = np.array([g.norm for g in grads])
     bad = int(np.sum(~np.isfinite(norms) | (norms <= zero_norm)))
     return {"examples": len(norms), "zero_or_nonfinite": bad,

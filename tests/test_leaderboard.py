@@ -2,6 +2,7 @@
 (`settings.{csv,md}`), ranked, intervals from the per-example CSVs, older records skipped, the paired comparison
 with a baseline."""
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -321,3 +322,52 @@ def test_one_model_s_real_advglue_and_word_level_records_are_one_row_of_every_ou
         for column in ("dev_accuracy_mean", "worst_case_accuracy_mean", "worst_case_accuracy_ci_low",
                        "model_label", "backbone", "train_size"):
             assert row[column] == setting[column], column
+
+
+def test_leaderboard_and_show_load_no_torch_datasets_or_scipy_stats(tmp_path):
+    """Issue 45: `show` and `leaderboard` answer in seconds. Over runs that all drew one eval subset, the worst
+    case joins them without reading the eval split (so no `datasets`, no torch) and the intervals take their
+    quantiles from scipy.special; `show` loads no pandas either. Checked in a fresh process."""
+    import subprocess
+    import sys
+
+    runs = tmp_path / "runs"
+    for seed in (0, 1):  # two seeds (the t quantile), a black-box and a white-box attack (the sign test)
+        for attack in ("textfooler", "gradient-swap"):
+            fake_run(runs, ["failed"] * 12 + ["successful"] * 6 + ["skipped"] * 2, seed=seed, attack=attack,
+                     eval_size=20)
+    run_id = next(runs.glob("*textfooler*.json")).stem
+    code = f"""
+import sys
+from robench.cli import main
+assert main(["show", {run_id!r}, "--results-dir", {str(tmp_path)!r}, "--limit", "20"]) == 0
+heavy = sorted({{"torch", "transformers", "datasets", "pandas", "scipy"}} & set(sys.modules))
+assert not heavy, ("show", heavy)
+assert main(["leaderboard", "--results-dir", {str(tmp_path)!r}]) == 0
+heavy = sorted({{"torch", "transformers", "datasets", "scipy.stats"}} & set(sys.modules))
+assert not heavy, ("leaderboard", heavy)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "ROBENCH_DATA_DIR"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    cases = json.loads((tmp_path / "worstcase.json").read_text())
+    assert [c["examples"] for c in cases] == [20, 20]  # both attacks joined on every example
+
+
+def test_the_eval_split_is_read_only_when_runs_drew_different_subsets(tmp_path, monkeypatch):
+    from robench.core.records import iter_records
+    from robench.report import worstcase
+
+    read = []
+    monkeypatch.setattr(worstcase, "_split_texts", lambda *where: read.append(where))
+    for attack in ("textfooler", "gradient-swap"):
+        fake_run(tmp_path / "one", ["failed"] * 4, attack=attack, eval_size=4)
+    worstcase.worst_cases(tmp_path / "one")
+    assert read == []
+    fake_run(tmp_path / "two", ["failed"] * 4, attack="textfooler", eval_size=4)
+    fake_run(tmp_path / "two", ["failed"] * 6, attack="gradient-swap", eval_size=6)
+    worstcase.worst_cases(tmp_path / "two")
+    assert len(read) == 1  # one split, read once for both runs
+    keys = worstcase.ExampleKeys()  # without the records to decide from: the split is read, as before
+    keys.split(next(iter_records(tmp_path / "one")))
+    assert len(read) == 2

@@ -219,6 +219,23 @@ def test_exact_sign_pvalue_is_the_binomial_test():
     assert exact_sign_pvalue(12, 3) == pytest.approx(binomtest(12, 15, 0.5, alternative="greater").pvalue)
     assert exact_sign_pvalue(2, 0) == 0.25  # two examples are noise
     assert exact_sign_pvalue(0, 0) == 1.0
+    for n in range(1, 80):  # computed in integers without scipy.stats: the same test, to rounding
+        for more in range(n + 1):
+            expected = binomtest(more, n, 0.5, alternative="greater").pvalue
+            assert exact_sign_pvalue(more, n - more) == pytest.approx(expected, rel=1e-12)
+
+
+def test_wilson_quantiles_are_scipy_stats_bit_for_bit():
+    """wilson_interval takes its quantiles from scipy.special (scipy.stats costs a second to import): the
+    values are scipy.stats' own, so every interval is unchanged."""
+    def wilson(k: float, n: float, z: float) -> tuple[float, float]:
+        p = k / n
+        centre, half = p + z * z / (2 * n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
+
+    for df in (1.0, 2.5, 4.0, 17.3, 299.0):
+        assert wilson_interval(13.0, 40.0, df=df) == wilson(13.0, 40.0, float(t.ppf(0.975, df)))
+    assert wilson_interval(13, 40) == wilson(13, 40, float(norm.ppf(0.975)))
 
 
 def test_wilson_interval_matches_scipy():

@@ -8,7 +8,9 @@ split it read (the record names the data dir and source; subsets keep the
 split's order), so runs on different subset sizes meet on the examples they
 share, whatever seed drew the subsets. Where that split cannot be read (another
 machine's records), an example is keyed by its subset's size and seed, its
-index in the subset and its text instead, which only matches runs on the same subset.
+index in the subset and its text instead, which only matches runs on the same subset. When every run of a
+task drew the same subset (size, seed and the recorded hash of its split rows), those keys join exactly the
+examples rows would, and the split is not read (a report then needs no data and no `datasets`).
 An example counts as robust only if no attack broke it (status "failed" in
 every run; skipped = already wrong). Only examples with a non-error result in
 every run are counted. AdvGLUE replay evaluates another split and is left out,
@@ -45,7 +47,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -88,12 +90,19 @@ def model_key(record: RunRecord, ids: ModelSettings | None = None) -> str:
 
 
 class ExampleKeys:
-    """Keys (eval-split row, text) of a run's examples; each eval split is read once."""
+    """Keys (eval-split row, text) of a run's examples; each eval split is read once, and only for a task whose
+    `records` were not all drawn from one subset (on one subset, its keys join exactly what rows would)."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: Iterable[RunRecord] = ()) -> None:
         self._splits: dict[tuple, list[str] | None] = {}
+        subsets: dict[str, set[tuple]] = defaultdict(set)
+        for record in records:
+            subsets[record.spec["task"]].add(_subset_of(record))
+        self._one_subset = {task for task, seen in subsets.items() if len(seen) == 1 and next(iter(seen))[-1]}
 
     def split(self, record: RunRecord) -> list[str] | None:
+        if record.spec["task"] in self._one_subset:
+            return None
         data = (record.resources or {}).get("data") or {}
         where = (record.spec["task"], record.spec.get("data_source", "local"), data.get("data_dir"))
         if where not in self._splits:
@@ -108,6 +117,13 @@ class ExampleKeys:
             return {(row, r.original_text): r for row, r in zip(rows, ordered)}
         subset = (record.spec.get("eval_size"), record.spec.get("eval_seed"))
         return {("subset", *subset, r.index, r.original_text): r for r in ordered}
+
+
+def _subset_of(record: RunRecord) -> tuple:
+    """What fixes a run's eval subset: its size and seed, and the hash of the split rows it drew (None: not
+    recorded, so the split is read)."""
+    data = (record.resources or {}).get("data") or {}
+    return record.spec.get("eval_size"), record.spec.get("eval_seed"), data.get("eval_indices_hash")
 
 
 def _split_texts(task_name: str, source: str, data_dir: str | None) -> list[str] | None:
@@ -214,7 +230,7 @@ def worst_cases(runs_dir: Path, records: list[RunRecord] | None = None) -> list[
         if _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or not examples_path(runs_dir, rec.run_id).is_file():
             continue
         groups[model_key(rec, ids)].append((rec, read_examples(runs_dir, rec.run_id)))
-    keys = ExampleKeys()
+    keys = ExampleKeys(rec for members in groups.values() for rec, _ in members)
     cases = [worst_case(sorted(m, key=lambda x: attack_tag(x[0].spec)), keys, ids) for m in groups.values()]
     return sorted(cases, key=lambda c: (c.task, c.model, c.backbone, c.train_size, c.seed, c.group))
 
