@@ -40,8 +40,9 @@ test: setup test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=60
 
-# The inner loop: every test but those marked integration (the real MiniLM or real attack resources), browser, ray
-# and pip (pyproject.toml; tests/conftest.py marks the last three by fixture). Needs no apt package.
+# The inner loop (docs/README.md): every test but those marked integration (the real MiniLM, real attack resources, the
+# published records whole, a study script end to end), browser, ray and pip (pyproject.toml; tests/conftest.py marks
+# the last three by fixture). Needs no apt package.
 UNIT := not integration and not browser and not ray and not pip
 check: setup
 	$(BIN)/ruff check .

@@ -195,3 +195,36 @@ def pytest_collection_modifyitems(config, items):
         for fixture, marker in MARK_BY_FIXTURE.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(getattr(pytest.mark, marker))
+
+
+@pytest.fixture(scope="session")
+def lexicon_cut(tmp_path_factory, tiny_data) -> Path:
+    """A lexicon cut (robench.engine.resources.cut) to the tiny dev split's words, for `ROBENCH_LEXICON_CUT`: a
+    random table over them (three candidates a word), relations without pairs, every word a noun, verb, adjective
+    and adverb to WordNet. A unit test attacking with the "lexicon" synonyms (or auditing swaps) uses it instead of
+    building the real table and relations (minutes of WordNet and GloVe)."""
+    import numpy as np
+
+    from robench.engine.resources import cut
+    from robench.engine.resources.tables import SynonymTable
+
+    root = tmp_path_factory.mktemp("lexicon-cut")
+    texts = [line.split("\t")[0] for line in (tiny_data / "sst2" / "dev.tsv").read_text().splitlines()[1:]]
+    words = [w for w in cut.text_words(texts) if w.isalpha()]
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(len(words), 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    nn = np.stack([rng.choice([j for j in range(len(words)) if j != i], 3, replace=False) for i in range(len(words))])
+    nn_cos = np.einsum("vd,vkd->vk", vectors, vectors[nn]).astype(np.float32)
+    table = SynonymTable(words, vectors, nn.astype(np.int32), nn_cos, {"name": "lexicon", "key": "tiny"})
+    relations = root / "relations.json"
+    relations.write_text(json.dumps({"synonyms": {"alzantot": {}, "ppdb": {}, "wordnet": {}}, "antonyms": {},
+                                     "indirect_antonyms": {}, "sense_rank": [], "morphology": {
+                                         "exceptions": {p: {} for p in "nvar"}, "lemma_pos": {}}}))
+
+    class AnyPos:
+        def synsets(self, word):
+            return [cut.PartOfSpeech(p) for p in "nvar"]
+
+    cut.write_cut(table, relations, AnyPos(), texts, root / "cut", {"texts": "tiny sst2 dev"})
+    return root / "cut"

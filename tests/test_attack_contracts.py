@@ -33,7 +33,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -185,7 +185,7 @@ class FakeResources:
             monkeypatch.setattr(resources, name, getattr(self, name))
         for name in ("require_synonym_source", "require_masked_lm", "require_built_mlm"):
             monkeypatch.setattr(resources, name, lambda *args, **kwargs: None)
-        # the lexicon of lists in the data dir (real and cached: its lists are in the tiny data dir): watched only
+        # the lexicon (the tiny cut's, `world`): watched only
         if importlib.util.find_spec("robench.engine.resources.lexicon") is not None:
             module = importlib.import_module("robench.engine.resources.lexicon")
             load = module.lexicon
@@ -238,16 +238,19 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tiny_data, tiny_backbone) -> World:
-    """The tiny checkpoint (trained once, cached for every entry) and a textfooler run to transfer from."""
+def world(tmp_path_factory, tiny_data, tiny_backbone, lexicon_cut) -> Iterator[World]:
+    """The tiny checkpoint (trained once, cached for every entry) and a textfooler run to transfer from; for the
+    module, the swap audit's lexicon is the tiny cut's (not the real relations, built from WordNet)."""
     root = tmp_path_factory.mktemp("contracts")
     settings = resolve_settings(tiny_data, root / "cache", root / "results")
-    with pytest.MonkeyPatch.context() as mp:
-        FakeResources(settings, tiny_backbone).install(mp)
-        source = robench.run(_spec(tiny_backbone, "textfooler", {"k": 8}), settings, device="cpu")
-    assert any(r.status == "successful" for r in read_examples(settings.runs_dir, source.run_id)), \
-        "the source run has no successful attack: transfer would replay nothing"
-    return World(settings, source)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ROBENCH_LEXICON_CUT", str(lexicon_cut))
+        with pytest.MonkeyPatch.context() as mp:
+            FakeResources(settings, tiny_backbone).install(mp)
+            source = robench.run(_spec(tiny_backbone, "textfooler", {"k": 8}), settings, device="cpu")
+        assert any(r.status == "successful" for r in read_examples(settings.runs_dir, source.run_id)), \
+            "the source run has no successful attack: transfer would replay nothing"
+        yield World(settings, source)
 
 
 @dataclass

@@ -79,6 +79,12 @@ def test_the_raw_pass_replays_the_attack_inputs_and_changes_nothing(tiny_backbon
     assert np.array_equal(victim.predict_proba(texts + texts[:1]), probs)
 
 
+@pytest.fixture(autouse=True)
+def _tiny_lexicon(monkeypatch, lexicon_cut) -> None:
+    """The swap audit's lexicon (and a "lexicon" synonym source) from the tiny cut, not the real relations."""
+    monkeypatch.setenv("ROBENCH_LEXICON_CUT", str(lexicon_cut))
+
+
 def _bench(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, *extra: str) -> None:
     from robench.cli import main
 

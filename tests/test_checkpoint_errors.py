@@ -68,7 +68,7 @@ def test_a_checkpoint_that_cannot_load_is_one_error_line_before_any_work(capsys,
 
     ckpt = save_classifier(tiny_backbone, tmp_path / "my-model", LABELS)
     damage(ckpt)
-    monkeypatch.setattr(robench.runs.runner, "run", lambda *a, **k: pytest.fail("the run started"))
+    monkeypatch.setattr(robench.runs.runner, "run_resolved", lambda *a, **k: pytest.fail("the run started"))
     code = main(["run", "--checkpoint", str(ckpt), "--task", "sst2", "--data-dir", str(settings.data_dir),
                  "--cache-dir", str(settings.cache_dir), "--results-dir", str(settings.results_dir), "--quiet"])
     err = capsys.readouterr().err

@@ -86,38 +86,9 @@ def test_a_lends_measurements_size_the_next_plan(tmp_path, shared_data, capsys):
     assert rows["attack"] == 0 and rows["probe"] == 0 and "at 6000 sentences (0 done)" in text
 
 
-def _tiny_cut(tmp_path: Path, tiny_data: Path) -> Path:
-    """A lexicon cut (robench.engine.resources.cut) to the tiny dev split's words: a random table over them (three
-    candidates a word), relations without pairs, every word a noun, verb, adjective and adverb to WordNet."""
-    import numpy as np
-
-    from robench.engine.resources import cut
-    from robench.engine.resources.tables import SynonymTable
-
-    texts = [line.split("\t")[0] for line in (tiny_data / "sst2" / "dev.tsv").read_text().splitlines()[1:]]
-    words = [w for w in cut.text_words(texts) if w.isalpha()]
-    rng = np.random.default_rng(0)
-    vectors = rng.normal(size=(len(words), 8)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    nn = np.stack([rng.choice([j for j in range(len(words)) if j != i], 3, replace=False) for i in range(len(words))])
-    nn_cos = np.einsum("vd,vkd->vk", vectors, vectors[nn]).astype(np.float32)
-    table = SynonymTable(words, vectors, nn.astype(np.int32), nn_cos, {"name": "lexicon", "key": "tiny"})
-    relations = tmp_path / "relations.json"
-    relations.write_text(json.dumps({"synonyms": {"alzantot": {}, "ppdb": {}, "wordnet": {}}, "antonyms": {},
-                                     "indirect_antonyms": {}, "sense_rank": [], "morphology": {
-                                         "exceptions": {p: {} for p in "nvar"}, "lemma_pos": {}}}))
-
-    class AnyPos:
-        def synsets(self, word):
-            return [cut.PartOfSpeech(p) for p in "nvar"]
-
-    cut.write_cut(table, relations, AnyPos(), texts, tmp_path / "cut", {"texts": "tiny sst2 dev"})
-    return tmp_path / "cut"
-
-
-def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, *flags: str) -> str:
+def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, cut: Path, *flags: str) -> str:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "OMP_NUM_THREADS": "1", "ROBENCH_LEXICON_CUT": str(tmp_path / "cut")}
+           "OMP_NUM_THREADS": "1", "ROBENCH_LEXICON_CUT": str(cut)}
     done = subprocess.run([sys.executable, str(SCRIPT), "--protocol", "tiny", "--backbone", str(tiny_backbone),
                            "--data-dir", str(tiny_data), "--device", "cpu", "--out", str(tmp_path / "out"),
                            "--cache-dir", str(tmp_path / "cache"), "--bundle", str(tmp_path / "bundle"),
@@ -127,10 +98,10 @@ def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, *flags: str) -> 
     return done.stdout
 
 
-def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_data, tiny_backbone):
+@pytest.mark.integration  # the whole script end to end, twice, in subprocesses (training, attacks, claims, probe)
+def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_data, tiny_backbone, lexicon_cut):
     out = tmp_path / "out"
-    _tiny_cut(tmp_path, tiny_data)
-    first = _lend(tmp_path, tiny_data, tiny_backbone)  # the steps the pack serves
+    first = _lend(tmp_path, tiny_data, tiny_backbone, lexicon_cut)  # the steps the pack serves
     assert "claims: 0 finished before, 2 ran, 0 failed" in first
     for heading in ("## 1. Attack bench", "## 2. Concurrent training jobs", "## 3. Claims"):
         assert heading in first and heading in (out / "summary.md").read_text()
@@ -158,7 +129,8 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
     assert not any(n.endswith(".lock") for n in names)
     stamps = {p: p.stat().st_mtime_ns for p in [*records, *(out / "bench").iterdir(), out / "saturation.json"]}
 
-    second = _lend(tmp_path, tiny_data, tiny_backbone, "--steps", "attack,probe,claims,extra")  # only extras are new
+    # only extras are new
+    second = _lend(tmp_path, tiny_data, tiny_backbone, lexicon_cut, "--steps", "attack,probe,claims,extra")
     assert "claims: 2 finished before, 0 ran" in second and "extra: 0 finished before, 1 ran, 0 failed" in second
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing measured again
     assert json.loads((out / "state.json").read_text())["runs"] == 2

@@ -9,6 +9,7 @@ import logging
 import pytest
 
 
+@pytest.mark.integration  # the real relations, built from the lists and WordNet
 def test_the_cached_relations_are_the_built_ones_and_need_no_wordnet(settings, caplog):
     from robench.engine.resources import lexicon as lexicon_module
     from robench.engine.resources.files import resources_dir

@@ -6,6 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from test_with_reference import protocol  # noqa: F401 (the toy published protocol, a fixture)
 
 import robench
 from robench.cli import main
@@ -122,3 +123,16 @@ def test_a_resolved_run_carries_the_splits_it_read(settings, tiny_backbone):
     resolved = resolve_run(tiny_spec(tiny_backbone, attack="textfooler", train_size=32, eval_size=4), settings)
     assert set(resolved.splits) == {"train", "eval"}  # the length check and the train size read them
     assert resolved.split("eval") is resolved.splits["eval"] and resolved.attacked_split() is resolved.split("eval")
+
+
+def test_a_protocol_run_resolves_each_run_once(trace, capsys, settings, where, protocol):  # noqa: F811 (the fixture)
+    """`run --checkpoint DIR --protocol NAME`: the runs resolved to check them against the published settings are
+    the runs that go on (`robench.report.reference.protocol_runs`), not resolved again; a dry run too."""
+    trace.clear()  # making the toy protocol ran robench.evaluate
+    flags = ["run", "--checkpoint", str(protocol), "--protocol", "toy", "--seed", "0", "1", *map(str, where)]
+    assert main([*flags, "--dry-run", "--no-estimate"]) == 0
+    assert trace["resolve"] == 2 and trace["write"] == 0  # one attack setting, two seeds
+    assert capsys.readouterr().out.count('"run_id"') == 2
+    assert main(flags) == 0
+    assert trace["resolve"] == 4 and trace["write"] == 2
+    assert capsys.readouterr().out.count("record: ") == 2

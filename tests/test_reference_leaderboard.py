@@ -34,6 +34,8 @@ def test_the_shipped_protocols_are_the_committed_ones():
     assert sorted(SHIPPED) == sorted(PROTOCOLS)
 
 
+# the published records whole, and the real lexicon (its relations built from the data dir) for the run pages
+@pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
 def test_reference_leaderboard_regenerates_from_its_records(name, tmp_path, capsys, monkeypatch, shared_data, cache):
     """leaderboard.{csv,md}, settings.{csv,md}, worstcase.{json,md} and compare.txt byte for byte; the page (not

@@ -531,7 +531,7 @@ def test_ctrl_c_says_what_is_kept(capsys, base, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(robench.runs.runner, "run", interrupted)
+    monkeypatch.setattr(robench.runs.runner, "run_resolved", interrupted)  # the CLI runs the resolved run
     code, lines = _cli(capsys, "run", *base)
     assert code == 130 and len(lines) == 1
     assert "attacked example" in lines[0] and "restarts from the beginning" in lines[0]

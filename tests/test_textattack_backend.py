@@ -421,9 +421,12 @@ def test_textfooler_end_to_end_on_real_offline_resources(settings, tiny_backbone
     assert "POS" in " ".join(res["nltk"]["used"])
 
 
-def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, capsys):
-    """`robench bench attack` on the tiny backbone: both attacks, one table, CSV and Markdown."""
+def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, capsys, monkeypatch, lexicon_cut):
+    """`robench bench attack` on the tiny backbone: both attacks, one table, CSV and Markdown (the swap audit's
+    lexicon from the tiny cut, not the real relations)."""
     from robench.cli import main
+
+    monkeypatch.setenv("ROBENCH_LEXICON_CUT", str(lexicon_cut))
 
     assert main(["bench", "attack", "--examples", "3", "--backbone", str(tiny_backbone), "--train-size", "32",
                  "--epochs", "1", "--synonym-source", "neighbors", "--sentence-encoder", "use-m3", "--data-dir",
@@ -446,7 +449,9 @@ def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, 
     assert len(stock) == 1 and "HuggingFaceModelWrapper" in stock[0]["resources"]["attack"]["backend"]
 
 
-def test_bert_attack_uses_the_given_masked_lm_not_a_download(settings, tiny_backbone, tiny_mlm):
+def test_bert_attack_uses_the_given_masked_lm_not_a_download(settings, tiny_backbone, tiny_mlm, monkeypatch,
+                                                             lexicon_cut):
+    monkeypatch.setenv("ROBENCH_LEXICON_CUT", str(lexicon_cut))  # the swap audit's lexicon: the tiny cut's
     spec = tiny_spec(tiny_backbone, attack="textattack:bert-attack", eval_size=3,
                      attack_params={"mlm": str(tiny_mlm), "sentence_encoder": "use-m3"})
     record = robench.run(spec, settings, device="cpu")

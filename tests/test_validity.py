@@ -221,6 +221,7 @@ BA_TABLE = [[], ["film", "movies", "book"], [], ["bad", "worse", "awful", "decen
             [], ["performing"], [], ["worse", "improved"]]
 
 
+@pytest.mark.integration  # the real lexicon: its relations built from the lists and WordNet
 def test_bert_attack_never_proposes_a_listed_antonym(settings):
     from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, compose
 
@@ -237,6 +238,7 @@ def test_bert_attack_never_proposes_a_listed_antonym(settings):
     assert not any(lex.is_antonym(o, w) for o in words for w in tried if o in ("good", "better"))
 
 
+@pytest.mark.integration  # the real lexicon: its relations built from the lists and WordNet
 def test_bert_attack_keeps_only_valid_synonyms(settings, small_lexicon):
     """The default: an MLM candidate is swapped in only if it is one of the word's listed synonyms, in the
     word's part of speech in context (TextFooler's test); the unrelated MLM words never reach the victim."""
@@ -279,6 +281,7 @@ def small_lexicon(tiny_data, tmp_path_factory):
     return build_lexicon_table(small, vocab_size=4000)
 
 
+@pytest.mark.integration  # the real lexicon table (GloVe, a smaller build) and its relations
 @pytest.mark.parametrize("wordnet_pos", [False, True])
 def test_lazy_similarity_gives_the_straightforward_result_with_the_lexicon_source(small_lexicon, tiny_model,  # noqa: F811
                                                                                    settings, wordnet_pos):
@@ -308,6 +311,7 @@ def test_lazy_similarity_gives_the_straightforward_result_with_the_lexicon_sourc
     assert lazy_res.encoder.calls < eager_res.encoder.calls
 
 
+@pytest.mark.integration  # the real lexicon: its relations built from the lists and WordNet
 def test_no_default_candidate_is_a_listed_antonym(small_lexicon, settings):
     """Property test over every word of a (small) lexicon build: no candidate is a listed antonym, in any
     inflection, either direction (WordNet's indirect antonyms included), and every candidate is a listed synonym."""
@@ -321,6 +325,7 @@ def test_no_default_candidate_is_a_listed_antonym(small_lexicon, settings):
     assert all(lex.is_synonym(w, c) for w, c in pairs)
 
 
+@pytest.mark.integration  # the real lexicon: its relations built from the lists and WordNet
 def test_wordnet_pos_known_answers(settings):
     """A candidate needs a WordNet sense in the word's part of speech in context; other tags get none."""
     from robench.engine.constraints import WordNetPos
@@ -335,6 +340,7 @@ def test_wordnet_pos_known_answers(settings):
     assert senses("NOUN", "qwzxv")  # WordNet does not know it: the check says nothing
 
 
+@pytest.mark.integration  # the real lexicon: its relations built from the lists and WordNet
 def test_pos_check_rejects_a_candidate_outside_the_words_part_of_speech(settings):
     from robench.engine.constraints import ContextTags, PartOfSpeech, Swap, WordNetPartOfSpeech, WordNetPos
     from robench.engine.resources.lexicon import lexicon

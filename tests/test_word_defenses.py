@@ -157,6 +157,7 @@ def test_a2t_schedule_clean_epochs_first_then_adversarial(settings):
             a2t.resolve_params(bad)
 
 
+@pytest.mark.integration  # its swaps checked against the real lexicon (lists and WordNet)
 def test_a2t_training_examples_pass_the_validity_audit(tiny_backbone, settings, a2t_resources):
     import numpy as np
     from robench.models.a2t import WEIGHT, changed_words
@@ -202,6 +203,7 @@ def test_a2t_training_examples_pass_the_validity_audit(tiny_backbone, settings, 
     assert torch.allclose(loss, expected, atol=1e-6)
 
 
+@pytest.mark.integration  # its swaps checked against the real lexicon (lists and WordNet)
 def test_a2t_with_textfoolers_search_at_textdefenders_budget(tiny_backbone, settings, a2t_resources):
     import math
 

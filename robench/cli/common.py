@@ -110,24 +110,27 @@ PROTOCOL_SETS = ("attack", "task", "eval_size", "eval_seed", "attack_param", "mo
 
 
 def specs_from_args(args, settings):
-    """One RunSpec per --seed, through the library's one path (`robench.runs.options.specs`); with --protocol, one
-    per attack setting of the protocol (`robench.report.reference.protocol_specs`)."""
+    """One RunSpec per --seed, through the library's one path (`robench.runs.options.specs`)."""
     from robench.runs.options import specs
 
-    if getattr(args, "protocol", None):
-        from robench.core.errors import RobenchError
-        from robench.report.reference import protocol_specs
-
-        if not args.checkpoint:
-            raise RobenchError("--protocol runs a checkpoint of your own through a published protocol: add "
-                               "--checkpoint DIR")
-        given = [f"--{name.replace('_', '-')}" for name in PROTOCOL_SETS
-                 if getattr(args, name, None) not in (None, [], DEFAULTS.get(name))]
-        if given:
-            raise RobenchError(f"--protocol {args.protocol} sets the task, attacks and eval sizes: drop "
-                               f"{', '.join(given)}")
-        return protocol_specs(args.protocol, args.checkpoint, settings, args.label_map, tuple(args.seed))
     return specs(options_from_args(args), settings)
+
+
+def protocol_runs_from_args(args, settings):
+    """`--protocol NAME --checkpoint DIR`: one resolved run per attack setting of the protocol and --seed
+    (`robench.report.reference.protocol_runs`); the flags the protocol sets are refused."""
+    from robench.core.errors import RobenchError
+    from robench.report.reference import protocol_runs
+
+    if not args.checkpoint:
+        raise RobenchError("--protocol runs a checkpoint of your own through a published protocol: add "
+                           "--checkpoint DIR")
+    given = [f"--{name.replace('_', '-')}" for name in PROTOCOL_SETS
+             if getattr(args, name, None) not in (None, [], DEFAULTS.get(name))]
+    if given:
+        raise RobenchError(f"--protocol {args.protocol} sets the task, attacks and eval sizes: drop "
+                           f"{', '.join(given)}")
+    return protocol_runs(args.protocol, args.checkpoint, settings, args.label_map, tuple(args.seed))
 
 
 DEFAULTS = {"attack": "advglue", "task": "sst2", "eval_seed": 0}  # the run flags' defaults (add_spec_args)

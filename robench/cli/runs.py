@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Iterable
 
 from rich.console import Console
 from rich.table import Table
@@ -10,6 +11,7 @@ from robench.cli.common import (
     add_spec_args,
     plain,
     progress_console,
+    protocol_runs_from_args,
     run_title,
     say_estimate,
     settings_from_args,
@@ -17,6 +19,9 @@ from robench.cli.common import (
     with_startup,
 )
 from robench.core.errors import RobenchError
+
+if TYPE_CHECKING:
+    from robench.runs.resolve import ResolvedRun
 
 
 def add_parser(sub) -> None:
@@ -53,18 +58,15 @@ def add_parser(sub) -> None:
 
 
 def cmd_run(args) -> None:
-    from robench.core.progress import phase
-
     settings, console = settings_from_args(args), progress_console(args)
     if args.dry_run:
         return dry_run(args, settings, attack=True)
-    specs = specs_from_args(args, settings)  # a bad request is refused before torch loads
-    _require_names(specs)
-    with phase("loading torch and transformers"):
-        from robench.runs.runner import run
-    for spec in specs:
-        record = run(spec, settings, device=args.device, console=console, force=args.force,
-                     on_estimate=None if args.no_estimate else say_estimate)
+    runs = requested_runs(args, settings, attack=True)  # a bad name is refused before torch loads
+    from robench.runs.runner import run_resolved
+
+    for resolved in runs:
+        record = run_resolved(resolved, device=args.device, console=console, force=args.force,
+                              on_estimate=None if args.no_estimate else say_estimate)
         Console().print(summary_table(record))
         print(f"record: {settings.runs_dir / (record.run_id + '.json')}")
         print(f"next: robench show {record.run_id}" + ("" if args.results_dir is None else
@@ -75,7 +77,27 @@ def cmd_run(args) -> None:
               f"      robench compare {flag}   # paired with the baseline's seeds on the same examples")
 
 
-def _require_names(specs) -> None:
+def requested_runs(args, settings, attack: bool) -> Iterable[ResolvedRun]:
+    """The runs the flags ask for, each resolved once (the run goes on from its resolved form): with --protocol,
+    the protocol's, resolved up front to check them against the published settings; else one per --seed, resolved
+    as its turn comes, after unknown names are refused (before torch loads)."""
+    from robench.core.progress import phase
+
+    if getattr(args, "protocol", None):
+        return protocol_runs_from_args(args, settings)
+    specs = specs_from_args(args, settings)
+    _require_names(specs, attack)
+    with phase("loading torch and transformers"):
+        from robench.runs.resolve import resolve_run
+
+    def resolve(spec):
+        with phase("reading the task data and resolving the run"):
+            return resolve_run(spec, settings, attack=attack)
+
+    return map(resolve, specs)
+
+
+def _require_names(specs, attack: bool) -> None:
     """Unknown model and attack names refused from the registries' declarations (no torch); the full checks follow
     when the run resolves."""
     from robench.engine.attack import ATTACKS
@@ -85,7 +107,8 @@ def _require_names(specs) -> None:
         if spec.checkpoint is None:
             for part in spec.model.split("+"):
                 MODELS.require(part)
-        ATTACKS.require(spec.attack)
+        if attack:
+            ATTACKS.require(spec.attack)
 
 
 def cmd_train(args) -> None:
@@ -105,21 +128,22 @@ def cmd_train(args) -> None:
 
 
 def dry_run(args, settings, attack: bool) -> None:
-    """`--dry-run`: each seed's plan (run id, checkpoint and record state, the cost estimate), resolved now."""
-    for spec in specs_from_args(args, settings):
-        print("\n".join(plan_lines(spec, settings, args.device, attack, cost=not args.no_estimate)[1]))
+    """`--dry-run`: each run's plan (run id, checkpoint and record state, the cost estimate), resolved now."""
+    for resolved in requested_runs(args, settings, attack):
+        print("\n".join(plan_lines(resolved, args.device, cost=not args.no_estimate)[1]))
 
 
-def plan_lines(spec, settings, device: str, attack: bool, cost: bool = True):
-    """The plan of `spec` and the lines a dry run prints for it (timing the model goes to stderr)."""
+def plan_lines(resolved, device: str, cost: bool = True):
+    """The plan of a resolved run and the lines a dry run prints for it (timing the model goes to stderr)."""
     import json
 
-    from robench.runs.runner import plan
+    from robench.runs.runner import plan_resolved
 
     def say(line: str) -> None:
         Console(stderr=True).print(line, highlight=False, markup=False)
 
-    p = plan(spec, settings, device, attack=attack, cost=cost, say=say)
+    p = plan_resolved(resolved, device, cost=cost, say=say)
+    attack = resolved.recipe is not None
     lines = [json.dumps({"run_id": p.spec.run_id, "spec": p.spec.to_dict()}, indent=2),
              f"checkpoint: {p.checkpoint} ({'cached' if p.checkpoint_cached else 'to train'})"]
     if p.record is not None:
@@ -136,7 +160,9 @@ def plan_lines(spec, settings, device: str, attack: bool, cost: bool = True):
 
 
 def print_plan(spec, settings, device: str, attack: bool, cost: bool = True) -> None:
-    print("\n".join(plan_lines(spec, settings, device, attack, cost)[1]))
+    from robench.runs.resolve import resolve_run
+
+    print("\n".join(plan_lines(resolve_run(spec, settings, attack=attack), device, cost)[1]))
 
 
 ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (clean) accuracy", "clean_accuracy", "%"),

@@ -3,10 +3,10 @@
 * `reference_runs_dir(name)`: the records of shipped protocol `name` (`results/reference`, `reference-lowres`,
   `reference-qnli`), installed with the package as `robench.results` in packed form, so a wheel has them offline;
   unpacked into the cache (`robench.core.packed`) as a runs directory (one .json and one .csv per run).
-* `protocol_specs`: a given checkpoint's run specs for every attack setting of the protocol's baseline
+* `protocol_runs`: a given checkpoint's runs for every attack setting of the protocol's baseline
   (`robench run --checkpoint DIR --protocol reference`): the same task, attacks, attack parameters, eval
-  sizes and eval seed, so the same examples, as the published runs; each is checked to resolve to the
-  published attack setting before anything runs.
+  sizes and eval seed, so the same examples, as the published runs; each is resolved once and checked to
+  resolve to the published attack setting before anything runs, and runs on from its resolved form.
 * `with_reference`: a runs directory that holds the protocol's records and yours at its attack settings
   (links, not copies), for `robench leaderboard --with-reference` and `robench compare --with-reference`. Your
   checkpoint is compared with the baseline's seeds by `robench.report.compare.single`.
@@ -16,13 +16,16 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from robench.core.errors import RobenchError
 from robench.core.packed import is_packed, unpack
 from robench.core.paths import Settings
 from robench.core.records import RunRecord, examples_path, iter_records, record_path
 from robench.report.identity import attack_setting_id
-from robench.runs.spec import RunSpec
+
+if TYPE_CHECKING:
+    from robench.runs.resolve import ResolvedRun
 
 SHIPPED = ("reference", "reference-lowres", "reference-qnli")
 REFERENCE = "reference"  # the default protocol
@@ -62,10 +65,10 @@ def baseline_records(name: str) -> list[RunRecord]:
     return records
 
 
-def protocol_specs(name: str, checkpoint: str, settings: Settings, label_map: str | None = None,
-                   seeds: tuple[int, ...] = (0,)) -> list[RunSpec]:
-    """The run specs of `checkpoint` under every attack setting of protocol `name`, each checked to resolve to
-    the published setting."""
+def protocol_runs(name: str, checkpoint: str, settings: Settings, label_map: str | None = None,
+                  seeds: tuple[int, ...] = (0,)) -> list[ResolvedRun]:
+    """The runs of `checkpoint` under every attack setting of protocol `name`, resolved (once: the run goes on
+    from them, `robench.runs.runner.run_resolved`) and each checked to resolve to the published setting."""
     from robench.runs.options import RunOptions, specs
     from robench.runs.resolve import resolve_run
 
@@ -86,7 +89,7 @@ def protocol_specs(name: str, checkpoint: str, settings: Settings, label_map: st
                 raise RobenchError(f"protocol {name!r}: {spec['attack']} resolves here to other parameters than the "
                                    f"published run {rec.run_id} (a different robench version?); its records would "
                                    "not be comparable")
-            out.append(mine)
+            out.append(resolved)
     return out
 
 

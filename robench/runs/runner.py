@@ -76,11 +76,15 @@ def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", 
 
     Trains nothing and writes nothing but the speed measurement's cache: without a cached one, this times the model
     (`say` hears that it does, and how long it took) and caches it, so that the next dry run answers at once."""
+    return plan_resolved(resolve_run(spec, settings or resolve_settings(), attack=attack), device, cost, say)
+
+
+def plan_resolved(resolved: ResolvedRun, device: str = "auto", cost: bool = True,
+                  say: Callable[[str], None] | None = None) -> RunPlan:
+    """`plan` of a resolved run (an attack plan when it was resolved with its attack)."""
     from robench.runs.estimate import _cache_path
 
-    settings = settings or resolve_settings()
-    resolved = resolve_run(spec, settings, attack=attack)
-    spec = resolved.spec  # with its data fingerprint, so the run id is the one `run` uses
+    spec, settings, attack = resolved.spec, resolved.settings, resolved.recipe is not None
     given = not spec.trains  # a given checkpoint: nothing to train, and no measured speed to estimate from
     checkpoint = Path(spec.checkpoint.get("location", "")) if given else \
         settings.checkpoints_dir / checkpoint_key(resolved)
