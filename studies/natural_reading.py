@@ -5,7 +5,7 @@ fluent, valid: all three; the originals labelled as gold as the readers' control
 The records: results/natural-reading (packed): the reference's bert checkpoints under `budget=natural` on the
 whole SST-2 dev split (seeds 0-1 for TextFooler and gradient-swap, 0-4 for BERT-Attack, whose success rate is a
 third of theirs) and on the 1,821 labelled SST-2 test sentences (seed 0; BERT-Attack seeds 0-4). The readings:
-results/natural-reading/runs/readings/<study>.json, one `robench annotate` study per attack (sheet and key in
+results/natural-reading/readings/<study>.json, one `robench annotate` study per attack (sheet and key in
 results/natural-reading/studies/).
 
     python studies/natural_reading.py     # writes results/natural-reading/reading.md and prints it
@@ -43,7 +43,7 @@ def row(attack: str, records: list[dict], readings: list) -> str:
 def main(out: Path = RESULTS) -> str:
     records = records_by_run()
     by_attack: dict[str, list] = defaultdict(list)
-    for reading in load_readings(RESULTS / "runs"):
+    for reading in load_readings(RESULTS):
         by_attack[records[reading.run_id]["spec"]["attack"]].append(reading)
     lines = ["| attack (`natural`) | runs | attacked | success rate (successful) | read | label kept | meaning kept "
              "(>= 3 of 4) | fluent | valid (all three) | originals read as gold |", "|---|---|---|---|---|---|---|---|---|---|"]

@@ -177,6 +177,13 @@ def test_the_natural_settings_cost_table_regenerates_from_the_records(tmp_path):
     assert (tmp_path / "cost.md").read_bytes() == (RESULTS / "natural" / "cost.md").read_bytes()
 
 
+def test_the_natural_settings_blind_reading_table_regenerates_from_its_readings(tmp_path):
+    """results/natural-reading/reading.md (the natural setting's blind reading per attack) is what
+    studies/natural_reading.py writes from the packed records of results/natural-reading and their readings."""
+    _study("natural_reading").main(tmp_path)
+    assert (tmp_path / "reading.md").read_bytes() == (RESULTS / "natural-reading" / "reading.md").read_bytes()
+
+
 def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, capsys, monkeypatch, cache):
     """results/natural/compare.txt (the positive control under the natural setting) byte for byte."""
     from robench.cli import main
