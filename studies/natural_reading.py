@@ -46,7 +46,7 @@ def main(out: Path = RESULTS) -> str:
     for reading in load_readings(RESULTS):
         by_attack[records[reading.run_id]["spec"]["attack"]].append(reading)
     lines = ["| attack (`natural`) | runs | attacked | success rate (successful) | read | label kept | meaning kept "
-             "(>= 3 of 4) | fluent | valid (all three) | originals read as gold |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "(>= 3 of 4) | fluent | valid (all three) | originals read as gold |", "|---" * 10 + "|"]
     for attack in ATTACKS:
         runs = [r for r in records.values() if r["spec"]["attack"] == attack]
         lines.append(row(attack, runs, by_attack[attack]))

@@ -215,7 +215,8 @@ def test_stand_ins_import_and_subclass_but_fail_on_use_even_when_the_use_is_swal
     del sys.modules["tabnanny"]
 
 
-def test_a_cut_that_lacks_words_textattack_splits_the_dev_split_into_is_refused(tmp_path, tiny_data, monkeypatch):
+def test_a_cut_that_lacks_words_textattack_splits_the_dev_split_into_is_refused(tmp_path, tiny_data, lexicon_cut,
+                                                                                  monkeypatch):
     import types
 
     from robench.attacks.textattack import compat
@@ -224,8 +225,7 @@ def test_a_cut_that_lacks_words_textattack_splits_the_dev_split_into_is_refused(
     from robench.engine.words import split_words
 
     gpu_lend = _module()
-    _tiny_cut(tmp_path, tiny_data)
-    monkeypatch.setenv("ROBENCH_LEXICON_CUT", str(tmp_path / "cut"))
+    monkeypatch.setenv("ROBENCH_LEXICON_CUT", str(lexicon_cut))
     monkeypatch.setattr(compat, "load_textattack", lambda settings: None)  # TextAttack's import takes a minute here
     utils = types.ModuleType("textattack.shared.utils")
     for name, module in (("textattack", types.ModuleType("textattack")),
