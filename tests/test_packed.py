@@ -1,6 +1,7 @@
 """Packed run files (`robench.core.packed`): a runs directory in records.jsonl + examples.parquet unpacks byte for
 byte, every committed pack unpacks to records that verify, and the reports read a packed results directory as
 they read any other."""
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ from robench.cli import main
 from robench.core.errors import RobenchError
 from robench.core.packed import (
     EXAMPLES,
+    READINGS_DIR,
     RECORDS,
     pack,
     pack_results_dir,
@@ -20,7 +22,7 @@ from robench.core.packed import (
     unpack,
     unpack_results_dir,
 )
-from robench.core.records import read_record, record_problem
+from robench.core.records import read_examples, read_record, record_problem
 from robench.core.types import ExampleResult
 from robench.runs.store import RunStore
 
@@ -67,6 +69,31 @@ def test_the_unpacked_copy_is_reused_only_while_the_packed_bytes_are_the_same(tm
     pack_results_dir(tmp_path, tmp_path / "cache")  # the packed runs plus the new one
     second = unpack(tmp_path, tmp_path / "cache")
     assert second != first and len(list(second.glob("*.json"))) == 2
+
+
+def test_readings_travel_with_the_pack_and_show_reads_them(tmp_path, capsys, monkeypatch):
+    """A packed directory's blind readings sit beside the packed files; the unpacked copy carries them (a changed
+    reading is a new copy), so `show` reports them as for loose runs; unpacking puts them back beside the runs."""
+    from robench.report.readings import Reading, reading_facts, write_readings
+
+    runs = tmp_path / "runs"
+    record = fake_run(runs, ["successful", "failed"], seed=0)
+    example = next(e for e in read_examples(runs, record.run_id) if e.status == "successful")
+    read = Reading("s1", record.run_id, example.index, example.original_text, example.perturbed_text, "positive",
+                   "positive", "positive", 4, True)
+    write_readings(runs, "s1", [read], "2026-01-01T00:00:00")
+    loose = reading_facts(runs, record.run_id)
+    pack_results_dir(tmp_path, tmp_path / "cache")
+    assert (tmp_path / READINGS_DIR / "s1.json").is_file() and not (runs / READINGS_DIR / "s1.json").exists()
+    unpacked = unpack(tmp_path, tmp_path / "cache")
+    assert loose and reading_facts(unpacked, record.run_id) == loose
+    monkeypatch.setenv("ROBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    main(["show", record.run_id, "--results-dir", str(tmp_path)])
+    assert "valid to a reader (all three): 100%" in capsys.readouterr().out
+    write_readings(tmp_path, "s1", [dataclasses.replace(read, fluent=False)], "2026-01-02T00:00:00")
+    assert unpack(tmp_path, tmp_path / "cache") != unpacked
+    unpack_results_dir(tmp_path, tmp_path / "cache")
+    assert (runs / READINGS_DIR / "s1.json").is_file() and not (tmp_path / READINGS_DIR / "s1.json").exists()
 
 
 def test_a_file_robench_did_not_write_that_way_is_refused_and_nothing_written(tmp_path):

@@ -6,7 +6,9 @@ in run-id order) and `examples.parquet` (every CSV row as text, with its run id;
 metadata). `unpack` writes the runs directory back, byte for byte, into a cache folder named by the packed
 files' SHA-256, reused while they are unchanged; so the records verify against their manifests, and every
 reader works on a packed results directory as on any other (`runs_to_read`). `pack` refuses runs it could not
-give back exactly.
+give back exactly. A packed directory's blind readings (`robench.report.readings`) sit beside the packed files in
+`<results_dir>/readings/`; the unpacked copy carries them in its `runs/readings/` (its folder name includes their
+SHA-256), so every reader of the runs finds them as in a loose directory.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ EXAMPLES = "examples.parquet"
 PACK_FORMAT = 1
 METADATA_KEY = b"robench.pack"
 RUN_ID_COLUMN = "run_id"
+READINGS_DIR = "readings"  # the blind readings' folder: `<runs_dir>/readings/`, or `<results_dir>/readings/` packed
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,14 @@ def unpack(results_dir: Path, cache_dir: Path | None = None) -> Path:
     paths = [results_dir / RECORDS, results_dir / EXAMPLES]
     if missing := [p.name for p in paths if not p.is_file()]:
         raise RobenchError(f"{results_dir} is not a packed results directory: {', '.join(missing)} missing")
-    key = hashlib.sha256("".join(file_sha256(p) for p in paths).encode()).hexdigest()[:20]
+    readings = {p.name: p.read_bytes() for p in sorted((results_dir / READINGS_DIR).glob("*.json"))}
+    key = hashlib.sha256("".join([file_sha256(p) for p in paths] + [hashlib.sha256(data).hexdigest() + name
+                                                                    for name, data in readings.items()]).encode())
     home = Path(cache_dir or default_cache_dir()) / "unpacked"
-    target = home / key
+    target = home / key.hexdigest()[:20]
     if not (target / "runs").is_dir():
         runs = _decode(paths[0].read_bytes(), paths[1].read_bytes())
-        _write_once(runs, home, target)
+        _write_once(runs, readings, home, target)
     return target / "runs"
 
 
@@ -116,6 +121,9 @@ def pack_results_dir(results_dir: Path, cache_dir: Path | None = None) -> tuple[
     for run_id in loose:
         for suffix in (".json", ".csv"):
             (results_dir / "runs" / f"{run_id}{suffix}").unlink(missing_ok=True)
+    for path in sorted((results_dir / "runs" / READINGS_DIR).glob("*.json")):  # the readings go beside the pack
+        atomic_write(results_dir / READINGS_DIR / path.name, path.read_bytes())
+        path.unlink()
     return len(runs), len(loose)
 
 
@@ -143,6 +151,9 @@ def unpack_results_dir(results_dir: Path, cache_dir: Path | None = None) -> int:
     count = unpack_into(results_dir, Path(results_dir) / "runs", cache_dir)
     for name in (RECORDS, EXAMPLES):
         (Path(results_dir) / name).unlink()
+    for path in sorted((Path(results_dir) / READINGS_DIR).glob("*.json")):  # the readings back beside the runs
+        atomic_write(Path(results_dir) / "runs" / READINGS_DIR / path.name, path.read_bytes())
+        path.unlink()
     return count
 
 
@@ -216,9 +227,9 @@ def _csv(header: list[str], names: list[str], rows: list[list[str | None]]) -> b
     return buffer.getvalue().encode("utf-8")
 
 
-def _write_once(runs: dict[str, RunFiles], home: Path, target: Path) -> None:
-    """Write `runs` into `<target>/runs` through a temporary folder renamed into place, so a reader never sees a
-    half-written copy; another process that got there first wins."""
+def _write_once(runs: dict[str, RunFiles], readings: dict[str, bytes], home: Path, target: Path) -> None:
+    """Write `runs` (and the `readings` files) into `<target>/runs` through a temporary folder renamed into place,
+    so a reader never sees a half-written copy; another process that got there first wins."""
     try:
         home.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=home, prefix=f".{target.name}-"))
@@ -231,6 +242,10 @@ def _write_once(runs: dict[str, RunFiles], home: Path, target: Path) -> None:
             (tmp / "runs" / f"{run_id}.json").write_bytes(files.record)
             if files.examples is not None:
                 (tmp / "runs" / f"{run_id}.csv").write_bytes(files.examples)
+        if readings:
+            (tmp / "runs" / READINGS_DIR).mkdir()
+            for name, data in readings.items():
+                (tmp / "runs" / READINGS_DIR / name).write_bytes(data)
         if target.exists() and not (target / "runs").is_dir():  # a copy someone emptied
             shutil.rmtree(target)
         os.replace(tmp, target)

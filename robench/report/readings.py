@@ -4,7 +4,8 @@ A reading is one successful adversarial example as human readers judged it: the 
 adversarial text and its original (each read alone, shuffled among the others), the meaning kept (1-4) and
 whether the swap kept the text fluent. A study's readings of one runs directory are one file,
 `<runs_dir>/readings/<study>.json` (not `*.json` in the runs directory itself, which holds only run records),
-written atomically. Each reading names its run id and the exact original and adversarial texts, and is shown
+written atomically; a packed results directory keeps them in `<results_dir>/readings/` (core.packed).
+Each reading names its run id and the exact original and adversarial texts, and is shown
 only for the record whose per-example results still hold those texts at that index (`readings_by_run`): a
 re-run record does not inherit readings of different texts.
 
@@ -22,12 +23,12 @@ from typing import Iterable
 
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
+from robench.core.packed import READINGS_DIR
 from robench.core.records import read_examples
 from robench.report.stats import wilson_interval
 
 log = logging.getLogger(__name__)
 
-READINGS_DIR = "readings"
 READINGS_FORMAT = 1
 MEANING_KEPT = 3  # a meaning rating of at least this (of 4) keeps the meaning
 UNCLEAR = "unclear"  # a reader's label when the text says neither
