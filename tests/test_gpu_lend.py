@@ -3,7 +3,6 @@ a lend's own measurements, and the whole script at a tiny size on the CPU, run t
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,17 +11,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from study_scripts import load_study
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "studies" / "gpu_lend.py"
 
 
 def _module():
-    if "gpu_lend" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("gpu_lend", SCRIPT)
-        sys.modules["gpu_lend"] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
-        spec.loader.exec_module(sys.modules["gpu_lend"])
-    return sys.modules["gpu_lend"]
+    return load_study("gpu_lend")
 
 
 def _plan(capsys, shared_data, out: Path, *flags: str) -> tuple[int, dict[str, float], str]:

@@ -2,23 +2,18 @@
 unpacked byte for byte, and robench loading it through ROBENCH_MINILM_DIR (as float32, named in the fingerprint)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from study_scripts import load_study
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    if "gpu_prepare" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("gpu_prepare", REPO / "studies" / "gpu_prepare.py")
-        sys.modules["gpu_prepare"] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
-        spec.loader.exec_module(sys.modules["gpu_prepare"])
-    return sys.modules["gpu_prepare"]
+    return load_study("gpu_prepare")
 
 
 def _repo(tmp_path: Path) -> Path:

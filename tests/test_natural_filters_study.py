@@ -1,13 +1,12 @@
 """studies/natural_filters.py: the per-check table of the `natural` setting on written swaps, with fakes."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from study_scripts import load_study
 
 from robench.engine.constraints import ContextSimilarity, Similarity, Swap, WordCosine
 from robench.engine.natural import FixedPhrases, GrammarCheck, Inflection
@@ -18,12 +17,8 @@ TEXT = "the film falls short of a great ending ."
 TAGS = ["DT", "NN", "VBZ", "JJ", "IN", "DT", "JJ", "NN", "."]
 
 
-def load_study():
-    spec = importlib.util.spec_from_file_location("natural_filters", REPO / "studies" / "natural_filters.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve their annotations there
-    spec.loader.exec_module(module)
-    return module
+def natural_filters():
+    return load_study("natural_filters")
 
 
 @dataclass(frozen=True)
@@ -64,7 +59,7 @@ def fake_checks(study) -> list:
 
 
 def test_the_table_counts_each_check_alone_cumulatively_and_per_example():
-    study = load_study()
+    study = natural_filters()
     original = Words.of((TEXT,))
     film, short, great, ending = (Swap(1, "movie"), Swap(3, "brief"), Swap(6, "excellent"), Swap(7, "finish"))
     examples = [study.Example("textfooler", "a", original, (film,)),
@@ -83,7 +78,7 @@ def test_the_table_counts_each_check_alone_cumulatively_and_per_example():
 
 
 def test_word_swaps_skip_the_agreeing_article_and_draw_takes_whole_examples():
-    study = load_study()
+    study = natural_filters()
     original = Words.of(("a great film , a good cast",))
     assert study.word_swaps(original, Words.of(("an excellent film , a fine cast",))) == (Swap(1, "excellent"),
                                                                                           Swap(4, "fine"))

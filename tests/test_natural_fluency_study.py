@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import random
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+from study_scripts import load_study
 
 from robench.core.errors import RobenchError
 from robench.report.annotate import Example, sheet_csv, sheet_rows
@@ -20,11 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("natural_fluency", REPO / "studies" / "natural_fluency.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve their annotations there
-    spec.loader.exec_module(module)
-    return module
+    return load_study("natural_fluency")
 
 
 def example(original: str, perturbed: str) -> Example:

@@ -3,12 +3,12 @@ results/reference-lowres: IM-BERT's low-resource claim, results/grid-reference-l
 its AdvGLUE claim on QNLI, results/grid-reference-qnli.toml) are regenerated bit for bit from their packed records
 (`make reference`; the records as shipped with the package, `robench.report.reference`), every record is a cell
 of its protocol and linked from the page, and every model and seed was attacked on the same examples."""
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from study_scripts import load_study
 
 from robench.core.packed import EXAMPLES, RECORDS
 from robench.core.records import read_examples
@@ -196,9 +196,4 @@ def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, 
     assert capsys.readouterr().out == (RESULTS / "natural" / "compare.txt").read_text(encoding="utf-8")
 
 
-def _study(name: str):
-    """The study script `studies/<name>.py`, imported as a module."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "studies" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_study = load_study

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from study_scripts import load_study
 
 from robench.engine.constraints import ContextSimilarity, Swap
 
@@ -14,11 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 SET = REPO / "studies" / "data" / "sense-dev.csv"
 
 
-def load_study():
-    spec = importlib.util.spec_from_file_location("sense_eval", REPO / "studies" / "sense_eval.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def sense_eval():
+    return load_study("sense_eval")
 
 
 def read_set() -> list[dict]:
@@ -55,7 +52,7 @@ def test_sense_constraint_is_the_context_check_at_its_threshold(monkeypatch, set
 
     monkeypatch.setattr(context, "context_similarity", lambda s, device: Scorer())
     check = sense_constraint(settings, "cpu")
-    words = load_study().as_words("a witty script by heather mcgowan")
+    words = sense_eval().as_words("a witty script by heather mcgowan")
     kept = check.filter(words, words, [Swap(2, "screenplay"), Swap(2, "hand")])
     assert isinstance(check, ContextSimilarity) and kept == [Swap(2, "screenplay")]
     assert asked == [(2, ["screenplay", "hand"])]
@@ -68,7 +65,7 @@ def test_the_chosen_filter_runs_on_a_slice_of_the_set(shared_data):
     from robench.core.paths import resolve_settings
     from robench.engine.sense import SENSE_MIN_COS, sense_constraint
 
-    study = load_study()
+    study = sense_eval()
     settings = resolve_settings(shared_data)
     rows = [r for r in read_set() if r["split"] == "test"][:16]
     check = sense_constraint(settings, "cpu")
