@@ -11,6 +11,9 @@ STAMP  := $(VENV)/.robench-installed
 export ROBENCH_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
+# Python caches compiled modules (and pytest its rewritten tests) in __pycache__/: with PYTHONDONTWRITEBYTECODE set,
+# as on some images, every process and test worker compiles robench and the tests again (5 s each for pytest).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test check test-deps clean leaderboard-image readme-results reference cli-doc
 

@@ -197,26 +197,45 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(getattr(pytest.mark, marker))
 
 
-@pytest.fixture(scope="session")
-def lexicon_cut(tmp_path_factory, tiny_data) -> Path:
-    """A lexicon cut (robench.engine.resources.cut) to the tiny dev split's words, for `ROBENCH_LEXICON_CUT`: a
-    random table over them (three candidates a word), relations without pairs, every word a noun, verb, adjective
-    and adverb to WordNet. A unit test attacking with the "lexicon" synonyms (or auditing swaps) uses it instead of
-    building the real table and relations (minutes of WordNet and GloVe)."""
+def _texts(data: Path, split: str) -> list[str]:
+    """The sentences of the tiny data's SST-2 `split`."""
+    return [line.split("\t")[0] for line in (data / "sst2" / f"{split}.tsv").read_text().splitlines()[1:]]
+
+
+def random_table(texts: list[str]):
+    """A synonym table ("lexicon", key "tiny") over the alphabetic words of `texts`: random unit vectors, each word's
+    three candidates drawn at random. Unit tests attack with it instead of the real table (minutes to build)."""
     import numpy as np
 
     from robench.engine.resources import cut
     from robench.engine.resources.tables import SynonymTable
 
-    root = tmp_path_factory.mktemp("lexicon-cut")
-    texts = [line.split("\t")[0] for line in (tiny_data / "sst2" / "dev.tsv").read_text().splitlines()[1:]]
     words = [w for w in cut.text_words(texts) if w.isalpha()]
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(len(words), 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     nn = np.stack([rng.choice([j for j in range(len(words)) if j != i], 3, replace=False) for i in range(len(words))])
     nn_cos = np.einsum("vd,vkd->vk", vectors, vectors[nn]).astype(np.float32)
-    table = SynonymTable(words, vectors, nn.astype(np.int32), nn_cos, {"name": "lexicon", "key": "tiny"})
+    return SynonymTable(words, vectors, nn.astype(np.int32), nn_cos, {"name": "lexicon", "key": "tiny"})
+
+
+@pytest.fixture(scope="session")
+def tiny_train_table(tiny_data):
+    """`random_table` over the tiny SST-2 train and dev words (a training-time attack's synonyms in unit tests)."""
+    return random_table(_texts(tiny_data, "train") + _texts(tiny_data, "dev"))
+
+
+@pytest.fixture(scope="session")
+def lexicon_cut(tmp_path_factory, tiny_data) -> Path:
+    """A lexicon cut (robench.engine.resources.cut) to the tiny dev split's words, for `ROBENCH_LEXICON_CUT`: a
+    random table over them (three candidates a word), relations without pairs, every word a noun, verb, adjective
+    and adverb to WordNet. A unit test attacking with the "lexicon" synonyms (or auditing swaps) uses it instead of
+    building the real table and relations (minutes of WordNet and GloVe)."""
+    from robench.engine.resources import cut
+
+    root = tmp_path_factory.mktemp("lexicon-cut")
+    texts = _texts(tiny_data, "dev")
+    table = random_table(texts)
     relations = root / "relations.json"
     relations.write_text(json.dumps({"synonyms": {"alzantot": {}, "ppdb": {}, "wordnet": {}}, "antonyms": {},
                                      "indirect_antonyms": {}, "sense_rank": [], "morphology": {

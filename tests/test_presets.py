@@ -140,6 +140,29 @@ def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, t
     assert not (settings.cache_dir / "checkpoints").exists()  # the real runs used a scratch cache
 
 
+def test_bench_estimate_tabulates_a_first_and_a_second_dry_run_in_a_scratch_cache(capsys, monkeypatch, settings):
+    from robench.bench import estimate
+    from robench.bench.estimate import DRY_RUN_TARGET, DryRunTiming, EstimateBenchOptions, dry_run_bench
+
+    calls = []
+
+    def timed(options, model, scratch):
+        calls.append((model, scratch.cache_dir, scratch.results_dir))
+        return DryRunTiming(16.0 if len(calls) % 2 else 4.0, 9.0, "estimate on cpu: total ~4 min")
+
+    monkeypatch.setattr(estimate, "_timed_dry_run", timed)
+    options = EstimateBenchOptions(models=("bert", "imbert"), attack="advglue", device="cpu", dry_run=True)
+    rows = dry_run_bench(options, settings)
+    assert [c[0] for c in calls] == ["bert", "bert", "imbert", "imbert"]
+    assert len({c[1] for c in calls}) == 1 and calls[0][1] != settings.cache_dir  # one scratch cache, not the user's
+    assert calls[0][2] != settings.results_dir
+    assert [(r["model"], r["first"], r["again"], r["target"]) for r in rows] == [
+        ("bert", 16.0, 4.0, DRY_RUN_TARGET), ("imbert", 16.0, 4.0, DRY_RUN_TARGET)]
+    out = capsys.readouterr().out
+    assert "16.0 / 9.0" in out and "total ~4 min" in out and "no" in out
+
+
+@pytest.mark.integration  # two real `robench run --dry-run` processes
 def test_bench_estimate_times_a_first_and_a_second_dry_run(capsys, settings, tiny_backbone):
     from robench.bench.estimate import DRY_RUN_TARGET, EstimateBenchOptions, dry_run_bench
 

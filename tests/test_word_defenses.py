@@ -93,17 +93,27 @@ def small_lexicon_table(tmp_path_factory, tiny_data):
     return table
 
 
-@pytest.fixture
-def a2t_resources(monkeypatch, settings, small_lexicon_table):
+def _a2t_with(table, monkeypatch, settings):
+    """A2T's resources with `table` as its synonyms and a constant sentence encoder, patched in."""
     from robench.models import a2t
 
     from robench.engine import resources
 
-    res = a2t.A2TResources(resources.stopwords(settings), resources.pos_tagger(settings), small_lexicon_table,
-                           _ConstantEncoder())
+    res = a2t.A2TResources(resources.stopwords(settings), resources.pos_tagger(settings), table, _ConstantEncoder())
     monkeypatch.setattr(a2t, "load_resources", lambda params, settings, device: res)
-    monkeypatch.setattr(a2t, "synonyms_of", lambda params, settings: small_lexicon_table)
+    monkeypatch.setattr(a2t, "synonyms_of", lambda params, settings: table)
     return res
+
+
+@pytest.fixture
+def a2t_resources(monkeypatch, settings, small_lexicon_table):
+    return _a2t_with(small_lexicon_table, monkeypatch, settings)
+
+
+@pytest.fixture
+def a2t_random_resources(monkeypatch, settings, tiny_train_table):
+    """A2T over random synonyms of the tiny data's words (what training does, not which swaps it makes)."""
+    return _a2t_with(tiny_train_table, monkeypatch, settings)
 
 
 def _a2t_objective(tiny_backbone, settings, **overrides):
@@ -229,7 +239,7 @@ def test_a2t_with_textfoolers_search_at_textdefenders_budget(tiny_backbone, sett
         resolve_model("a2t").resolve_params({"a2t_attack": "pwws"})
 
 
-def test_a2t_trains_end_to_end_and_records_its_attack(settings, tiny_backbone, a2t_resources):
+def test_a2t_trains_end_to_end_and_records_its_attack(settings, tiny_backbone, a2t_random_resources):
     from conftest import tiny_spec
 
     import robench
