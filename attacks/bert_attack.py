@@ -280,7 +280,7 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
     resources.stopwords(settings)
     resources.require_masked_lm(settings, params.masked_lm)
     if params.valid_synonyms:
-        resources.pos_tagger(settings)
+        resources.check_pos_tagger(settings)
         resources.require_synonym_source(settings, "lexicon")
         lexicon(settings)
     if budget_setting(params.budget).natural_filters:

@@ -186,7 +186,7 @@ def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
     """Before training: the threshold maps, and the stopwords, tagger and synonym inputs are there."""
     check_threshold(params)
     resources.stopwords(settings)
-    resources.pos_tagger(settings)
+    resources.check_pos_tagger(settings)
     resources.require_synonym_source(settings, params.synonym_source)
     if params.wordnet_pos:
         lexicon_inputs(settings)  # built (or loaded) when the attack loads its resources, with a phase line

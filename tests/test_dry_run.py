@@ -121,3 +121,26 @@ def test_the_speed_measurement_is_shared_across_cost_free_parameters_only(settin
 
     assert path({"im_gamma": 0.02}) == path({}) == path({"im_damping": 0.3})  # step sizes: the same cost
     assert path({"im_steps": 2}) != path({}) and path({"im_layers": [0]}) != path({})
+
+
+def test_the_timing_stops_at_its_budget_after_one_step_and_the_minimum_queries(capsys, settings, tiny_backbone,
+                                                                             monkeypatch):
+    """A slow model is timed on one optimisation step (after a warm-up on WARMUP_EXAMPLES examples) and at least
+    MIN_QUERIES attack-shaped queries, one text's variants per call; a fast one on TIMED_STEPS steps."""
+    import shutil
+
+    from robench.classifier.victim import Victim
+    from robench.runs import estimate
+
+    steps, calls = [], []
+    timed_step, predict = estimate._timed_step, Victim.predict
+    monkeypatch.setattr(estimate, "_timed_step", lambda *a: steps.append(len(a[-1])) or timed_step(*a))
+    monkeypatch.setattr(Victim, "predict", lambda self, inputs: calls.append(len(inputs)) or predict(self, inputs))
+    _dry_run(capsys, settings, tiny_backbone, "--train-size", "8", "--eval-size", "12")
+    assert steps == [estimate.WARMUP_EXAMPLES, 8, 8]  # the tiny model is fast: both steps
+    steps.clear(), calls.clear()
+    monkeypatch.setattr(estimate, "TIMING_BUDGET", 0.0)  # everything is slow now
+    shutil.rmtree(settings.cache_dir / "estimates")
+    _dry_run(capsys, settings, tiny_backbone, "--train-size", "8", "--eval-size", "12")
+    assert steps == [estimate.WARMUP_EXAMPLES, 8]
+    assert sum(calls[1:]) >= estimate.MIN_QUERIES and sum(calls[1:-1]) < estimate.MIN_QUERIES

@@ -1,6 +1,7 @@
 """Offline attack resources: counter-fitting, synonym tables, NLTK, sentence encoders, the built MLM."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -127,6 +128,31 @@ def test_pos_tagger_universal_tags(settings):
     assert tags[0] == "DET" and tags[-1] == "NOUN" and tags[4] == "VERB" and tags[5] == "ADP"
     assert tagger.tag("a truly wonderful film".split())[1:] == ["ADV", "ADJ", "NOUN"]
     assert tagger.tag([]) == []
+
+
+@pytest.mark.parametrize("damage", ["weights", "classes", "zip", "missing"])
+def test_the_tagger_check_reads_its_files_without_nltk_and_names_a_damaged_one(settings, tmp_path, damage):
+    """A run checks the tagger before training by parsing its files (no NLTK import, which costs seconds): a
+    truncated JSON, an empty class list, a corrupt tagset zip or a missing file is one error naming the file."""
+    import shutil
+
+    taggers = tmp_path / "nltk_data" / "taggers"
+    shutil.copytree(settings.data_dir / "nltk_data" / "taggers", taggers)
+    data = dataclasses.replace(settings, data_dir=tmp_path)
+    resources.check_pos_tagger(data)  # whole: passes
+    eng = taggers / "averaged_perceptron_tagger_eng"
+    if damage == "weights":
+        (eng / "averaged_perceptron_tagger_eng.weights.json").write_text('{"NN": {"a"')
+    elif damage == "classes":
+        (eng / "averaged_perceptron_tagger_eng.classes.json").write_text("[]")
+    elif damage == "zip":
+        raw = bytearray((taggers / "universal_tagset.zip").read_bytes())
+        raw[200:260] = bytes(60)
+        (taggers / "universal_tagset.zip").write_bytes(bytes(raw))
+    else:
+        shutil.rmtree(eng)
+    with pytest.raises(RobenchError, match="averaged_perceptron_tagger_eng|universal_tagset.zip"):
+        resources.check_pos_tagger(data)
 
 
 def test_sentence_encoder_cache_and_metrics():

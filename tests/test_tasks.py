@@ -4,7 +4,7 @@ import pytest
 
 from robench.core.errors import RobenchError
 from robench.core.registry import TASKS
-from robench.data.loading import load_advglue, load_split, subset, texts_of
+from robench.data.loading import column, load_advglue, load_split, subset, texts_of
 
 
 @pytest.mark.parametrize("name,train,eval_", [("sst2", 67349, 872), ("rte", 2490, 277), ("qnli", 4370, 1093),
@@ -46,6 +46,17 @@ def test_subset_is_deterministic_by_seed(shared_data):
     assert texts_of(a, TASKS.get("sst2")) == texts_of(b, TASKS.get("sst2"))
     assert texts_of(a, TASKS.get("sst2")) != texts_of(c, TASKS.get("sst2"))
     assert len(subset(dev, None, 0)) == len(dev)
+
+
+def test_column_is_a_plain_list_in_the_selection_s_order():
+    """`column` reads a column through Arrow (iterating a datasets Column formats every row: seconds for SST-2's
+    67k), as a list that keeps a selection's rows and order."""
+    from datasets import Dataset
+
+    ds = Dataset.from_dict({"sentence": ["a", "b", "c", "d"], "label": [0, 1, 0, 1]})
+    picked = ds.select([3, 0, 2])
+    assert column(picked, "sentence") == ["d", "a", "c"] and column(picked, "label") == [1, 0, 0]
+    assert type(column(ds, "label")) is list and texts_of(picked, TASKS.get("sst2")) == [("d",), ("a",), ("c",)]
 
 
 def _data_dir(tmp_path, train: str, dev: str = "sentence\tlabel\nfine .\t1\n"):

@@ -33,7 +33,7 @@ def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
     from robench.classifier.backbone import load_tokenizer, resolve_backbone
     from robench.classifier.victim import Victim, accuracy
     from robench.core.registry import TASKS
-    from robench.data.loading import load_split, subset, texts_of
+    from robench.data.loading import column, load_split, subset, texts_of
 
     task, backbone, cfg = TASKS.get(spec.task), resolve_backbone(spec.backbone), spec.train
     tokenizer = load_tokenizer(backbone.location)
@@ -57,7 +57,7 @@ def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
         trainer.train()
         seconds = time.perf_counter() - start
     victim = Victim(trainer.model, tokenizer, device, max_length=cfg.max_length)
-    return seconds, accuracy(victim, texts_of(dev, task), list(dev["label"]))
+    return seconds, accuracy(victim, texts_of(dev, task), column(dev, "label"))
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from robench.core.hashing import file_sha256
 from robench.core.registry import NAME
 from robench.core.text import excerpt, excerpts
 from robench.core.types import Split, Task
-from robench.data.loading import _read, column_list, require_data_file
+from robench.data.loading import _read, column, column_list, require_data_file
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
 ONE_LINE = re.compile(r"^(csv|tsv|jsonl|parquet):(.+)$")
@@ -181,7 +181,7 @@ def _load(path: Path, fmt: str, label_column: str, labels: tuple[str, ...], text
     if label_column not in ds.column_names:
         raise RobenchError(f"{path}: missing label column {label_column!r} (has {column_list(ds.column_names)})")
     ds = _as_text(ds, [c for c in text_columns if c in ds.column_names])
-    values = set(ds[label_column])
+    values = set(column(ds, label_column))
     lookup = {name: i for i, name in enumerate(labels)}
     if all(v is not None and str(v) in lookup for v in values):  # label names (or digits that are names)
         ds = ds.map(lambda r: {"_label": lookup[str(r[label_column])]})
@@ -245,11 +245,11 @@ def _is_object(line: str) -> bool:
 def _as_text(ds, columns: list[str]):
     """Numbers in `columns` as their text: a JSON `12345` in a text column is the text "12345" (None stays
     missing; anything else that is not text is left for `validate` to name)."""
-    for column in columns:
-        values = list(ds[column])
+    for name in columns:
+        values = column(ds, name)
         if not any(type(v) in (int, float) for v in values):
             continue
         values = [str(v) if type(v) in (int, float) else v for v in values]
         if all(v is None or isinstance(v, str) for v in values):
-            ds = ds.remove_columns(column).add_column(column, values)
+            ds = ds.remove_columns(name).add_column(name, values)
     return ds

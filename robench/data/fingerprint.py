@@ -40,12 +40,12 @@ def rows_fingerprint(task: Task, data_dir: Path | None, source: Source,
                      read: Callable[[str], Any] | None = None) -> str:
     """Hash of the loaded train and eval rows (tasks that declare no files, or the hub); `read(split)`, when given,
     reads a split (a run reads each once)."""
-    from robench.data.loading import load_split, texts_of
+    from robench.data.loading import column, load_split, texts_of
 
     rows = {}
     for split in ("train", "eval"):
         ds = read(split) if read is not None else load_split(task, split, data_dir, source)
-        blob = json.dumps([texts_of(ds, task), list(ds["label"])]).encode()
+        blob = json.dumps([texts_of(ds, task), column(ds, "label")]).encode()
         rows[split] = hashlib.sha256(blob).hexdigest()
     return content_hash(rows, length=16)
 

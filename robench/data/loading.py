@@ -112,12 +112,12 @@ def _glue_hub(config: str, eval_split: str = "validation") -> Callable[[Split], 
     return lambda split: _hub("glue", config, "train" if split == "train" else eval_split)
 
 
-def _map_label_names(ds, names: tuple[str, ...], path: Path, column: str = "label"):
+def _map_label_names(ds, names: tuple[str, ...], path: Path, label: str = "label"):
     lookup = {n: i for i, n in enumerate(names)}
-    bad = sorted({v for v in ds[column] if v not in lookup})
+    bad = sorted({v for v in column(ds, label) if v not in lookup})
     if bad:
         raise RobenchError(f"malformed data file {path}: unexpected labels {bad[:5]} (expected {list(names)})")
-    ds = ds.map(lambda r: {"_label": lookup[r[column]]}, remove_columns=[column])
+    ds = ds.map(lambda r: {"_label": lookup[r[label]]}, remove_columns=[label])
     return ds.rename_column("_label", "label")
 
 
@@ -181,7 +181,7 @@ def validate(ds, task: Task, what: str):
     if len(ds) == 0:
         raise RobenchError(f"{what}: the data is empty")
     ds = ds.select_columns([*task.text_fields, "label"])
-    labels = set(ds.unique("label"))  # in Arrow: iterating ds["label"] formats every row (seconds for SST-2)
+    labels = set(ds.unique("label"))
     allowed = set(range(task.num_labels))
     if not labels <= allowed:
         raise RobenchError(
@@ -189,7 +189,7 @@ def validate(ds, task: Task, what: str):
             f"{dict(enumerate(task.label_names))}"
         )
     for field in task.text_fields:
-        values = ds[field]
+        values = column(ds, field)
         if not_text := [i for i, t in enumerate(values) if t is not None and not isinstance(t, str)]:
             raise RobenchError(f"{what}: {field!r} holds {type(values[not_text[0]]).__name__} values, not text, in "
                                f"rows {not_text[:5]}")
@@ -219,10 +219,15 @@ def subset_indices(n: int, size: int | None, seed: int) -> list[int]:
     return sorted(int(i) for i in np.random.default_rng(seed).permutation(n)[:size])
 
 
+def column(ds, name: str) -> list:
+    """The values of one column as a list, in Arrow: iterating `ds[name]` (a lazy `datasets` Column since datasets
+    4) formats every row, seconds for SST-2's 67k."""
+    return ds[name][:]
+
+
 def texts_of(ds, task: Task) -> list[tuple[str, ...]]:
     """Rows as tuples of the task's text fields (one element for single-sentence tasks)."""
-    columns = [list(ds[f]) for f in task.text_fields]
-    return list(zip(*columns))
+    return list(zip(*(column(ds, f) for f in task.text_fields)))
 
 
 def split_rows(split: Sequence[str], subset: Sequence[str]) -> list[int | None]:

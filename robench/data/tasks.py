@@ -56,7 +56,7 @@ AG_LABELS = ("World", "Sports", "Business", "Sci/Tech")
 def _agnews_local(root: Path, split: Split):
     if split == "train":
         ds = _read(root / AGNEWS["train"], "csv", delimiter="\t", header=None, column_names=["text", "label_name"])
-        return _map_label_names(ds, AG_LABELS, root / AGNEWS["train"], column="label_name")
+        return _map_label_names(ds, AG_LABELS, root / AGNEWS["train"], label="label_name")
     ds = _read(root / AGNEWS["eval"], "csv", header=None, column_names=["label", "title", "text"])
     return ds.map(lambda r: {"label": int(r["label"]) - 1, "text": str(r["text"]).replace("\\", " ").strip()},
                   remove_columns=["title"])

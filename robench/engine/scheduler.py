@@ -48,7 +48,7 @@ import numpy as np
 from robench.classifier.victim import ModelFailure, QueryBudgetExceeded, QueryCounter, Text
 from robench.core.progress import AttackTally, progress_bar
 from robench.core.types import ExampleResult
-from robench.data.loading import texts_of
+from robench.data.loading import column, texts_of
 from robench.engine.attack import AttackContext
 from robench.engine.words import count_words, join_fields
 
@@ -126,7 +126,7 @@ def _victim_counters(victim: Any) -> tuple[int, int, float]:
 
 def _attack_all(ctx: AttackContext, search: SearchFactory, services: Mapping[str, Service],
                 config: EngineConfig) -> list[ExampleResult]:
-    texts, labels = texts_of(ctx.eval_data, ctx.task), [int(y) for y in ctx.eval_data["label"]]
+    texts, labels = texts_of(ctx.eval_data, ctx.task), [int(y) for y in column(ctx.eval_data, "label")]
     todo = iter([i for i in range(len(texts)) if i not in ctx.done])
     active: list[_Job] = []
     results: list[ExampleResult] = []

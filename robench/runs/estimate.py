@@ -43,11 +43,14 @@ from robench.data.loading import subset, texts_of
 from robench.runs.resolve import ResolvedRun
 
 SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
-SPEED_FORMAT = 7  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
-# 6: keyed by the data's content; 7: two timed steps and 8 timed texts (a first dry run in seconds)
+SPEED_FORMAT = 8  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
+# 6: keyed by the data's content; 7: two timed steps and 8 timed texts; 8: a small warm-up, timing bounded
 SPEED_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older measurement is taken again
-TIMED_STEPS = 2  # optimisation steps timed after one warm-up step
-TIMED_TEXTS = 8  # texts whose leave-one-word-out variants are timed, after 2 warm-up texts
+WARMUP_EXAMPLES = 2  # the warm-up step's batch, and the warm-up predictions' texts
+TIMED_STEPS = 2  # at most: optimisation steps timed after the warm-up step
+TIMED_TEXTS = 8  # at most: texts whose leave-one-word-out variants are timed, one text per call, after the warm-up
+TIMING_BUDGET = 2.0  # seconds: timing stops once steps (queries) past the first one (MIN_QUERIES) took this long
+MIN_QUERIES = 24
 COST_SOURCES = ("robench/training", "robench/classifier/victim.py", "models")  # code whose change changes the cost
 log = logging.getLogger(__name__)
 CPU_HOUR_ADVICE = 3600.0
@@ -229,8 +232,8 @@ def model_speed(run: ResolvedRun, device: torch.device, train, dev, persist: boo
         log.warning("cached speed measurement %s is invalid (%s); measuring again", path, cached)
     if say is not None:
         why = "no speed measurement cached for this setting" if cached is None else cached
-        say(f"timing {run.spec.model} on {device} ({why}): {TIMED_STEPS} training steps and a batch of "
-            "attack-shaped predictions of the real model...")
+        say(f"timing {run.spec.model} on {device} ({why}): a training step or two and attack-shaped predictions "
+            "of the real model...")
     start = time.perf_counter()
     speed = memo[path] = measure_speed(run, device, train, dev)
     if say is not None:
@@ -296,11 +299,13 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def measure_speed(run: ResolvedRun, device: torch.device, train, dev, steps: int = TIMED_STEPS) -> ModelSpeed:
-    """Time model loading, `steps` optimisation steps (after one warm-up) and inference, on real examples."""
+def measure_speed(run: ResolvedRun, device: torch.device, train, dev) -> ModelSpeed:
+    """Time model loading, optimisation steps and attack-shaped predictions on real examples, each after a
+    small warm-up: at most TIMED_STEPS steps and TIMED_TEXTS texts, stopping once TIMING_BUDGET seconds are spent
+    (so a slow model, IM-BERT, is timed on one step and MIN_QUERIES queries)."""
     from robench.classifier.backbone import load_tokenizer
     from robench.classifier.victim import Victim, defended
-    from robench.training.loop import encode, make_optimizer, train_step, training_context
+    from robench.training.loop import make_optimizer, training_context
 
     spec, task = run.spec, run.task
     start = time.perf_counter()
@@ -308,31 +313,45 @@ def measure_speed(run: ResolvedRun, device: torch.device, train, dev, steps: int
     model = run.defense.build(run.backbone.location, task.num_labels, run.model_params).to(device)
     load_seconds = time.perf_counter() - start
 
-    from transformers import DataCollatorWithPadding
-
     sample = subset(train, min(len(train), spec.train.batch_size), 0)
-    batch = DataCollatorWithPadding(tokenizer)(encode(tokenizer, task, sample, spec.train.max_length))
     objective = run.defense.objective(model, run.model_params)
     objective.prepare(training_context(model, tokenizer, task, sample, run.settings, device, spec.seed, spec.train))
-    optimizer, scheduler = make_optimizer(model, spec.train, total_steps=steps + 1)
+    optimizer, scheduler = make_optimizer(model, spec.train, total_steps=TIMED_STEPS + 1)
     model.train()
-    times = []
-    for _ in range(steps + 1):
-        start = time.perf_counter()
-        train_step(objective, optimizer, scheduler, {k: v.to(device) for k, v in batch.items()}, device,
-                   spec.train.max_grad_norm)
-        times.append(time.perf_counter() - start)
+    step = functools.partial(_timed_step, run, tokenizer, objective, optimizer, scheduler, device)
+    step(subset(sample, min(len(sample), WARMUP_EXAMPLES), 0))  # warm-up
+    times = [step(sample)]
+    while len(times) < TIMED_STEPS and sum(times) < TIMING_BUDGET:
+        times.append(step(sample))
 
     victim = Victim(model, tokenizer, device, max_length=spec.train.max_length)
-    texts = texts_of(subset(dev, min(len(dev), 2 + TIMED_TEXTS), 0), task)
-    victim.predict([variant for text in texts[:2] for variant in leave_one_out(text)])  # warm-up
-    queries = [variant for text in texts[2:] for variant in leave_one_out(text)]
-    start = time.perf_counter()
-    victim.predict(queries)
-    rate = len(queries) / (time.perf_counter() - start)
+    texts = texts_of(subset(dev, min(len(dev), WARMUP_EXAMPLES + TIMED_TEXTS), 0), task)
+    victim.predict([variant for text in texts[:WARMUP_EXAMPLES] for variant in leave_one_out(text)])  # warm-up
+    queries, seconds = 0, 0.0
+    for text in texts[WARMUP_EXAMPLES:]:  # one text's variants per call, as an attack asks them
+        if queries >= MIN_QUERIES and seconds >= TIMING_BUDGET:
+            break
+        variants = leave_one_out(text)
+        start = time.perf_counter()
+        victim.predict(variants)
+        seconds += time.perf_counter() - start
+        queries += len(variants)
     # a defence that answers each query with several forward passes (SAFER's vote): its rate per query
-    rate /= getattr(defended(victim, run.settings), "forwards_per_query", 1)
-    return ModelSpeed(seconds_per_step=sum(times[1:]) / steps, forward_per_second=rate, load_seconds=load_seconds)
+    rate = queries / seconds / getattr(defended(victim, run.settings), "forwards_per_query", 1)
+    return ModelSpeed(seconds_per_step=sum(times) / len(times), forward_per_second=rate, load_seconds=load_seconds)
+
+
+def _timed_step(run: ResolvedRun, tokenizer, objective, optimizer, scheduler, device: torch.device, sample) -> float:
+    """The seconds of one optimisation step on `sample`."""
+    from transformers import DataCollatorWithPadding
+
+    from robench.training.loop import encode, train_step
+
+    batch = DataCollatorWithPadding(tokenizer)(encode(tokenizer, run.task, sample, run.spec.train.max_length))
+    start = time.perf_counter()
+    train_step(objective, optimizer, scheduler, {k: v.to(device) for k, v in batch.items()}, device,
+               run.spec.train.max_grad_norm)
+    return time.perf_counter() - start
 
 
 def leave_one_out(text: tuple[str, ...]) -> list[tuple[str, ...]]:

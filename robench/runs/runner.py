@@ -21,7 +21,7 @@ from robench.core.progress import PHASES, phase
 from robench.core.records import RunRecord, record_path
 from robench.core.text import excerpt
 from robench.core.types import ExampleResult, Task
-from robench.data.loading import subset_indices, texts_of
+from robench.data.loading import column, subset_indices, texts_of
 from robench.engine.attack import AttackContext
 from robench.engine.metrics import textattack_metrics
 from robench.engine.words import join_fields
@@ -220,7 +220,7 @@ def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
     """Accuracy on the task's whole eval split, as training reports it; leaves the victim's cache empty."""
     dev = resolved.split("eval")
     with phase(f"measuring the model's accuracy on the whole eval split ({len(dev)} examples)"):
-        value = accuracy(victim, texts_of(dev, resolved.task), list(dev["label"]))
+        value = accuracy(victim, texts_of(dev, resolved.task), column(dev, "label"))
     victim.reset()  # the attack starts from a fresh cache and counters, as on a freshly trained model
     return value
 
@@ -262,7 +262,7 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     metrics["chance"] = chance_checks(resolved, results, metrics)
     certify = getattr(model.victim, "certify", None)
     if callable(certify):  # a certified defence (SAFER): its certified-robust accuracy on the attacked examples
-        metrics.update(certify(texts_of(eval_data, task), [int(y) for y in eval_data["label"]]))
+        metrics.update(certify(texts_of(eval_data, task), [int(y) for y in column(eval_data, "label")]))
     if recipe.word_swaps:
         with phase("auditing the swaps against the lexicon"):
             metrics["validity"] = validity_audit(results, settings, output.resources)
@@ -305,7 +305,7 @@ def chance_checks(resolved: ResolvedRun, results: list[ExampleResult], metrics: 
     """The record's `metrics.chance`: dev and clean accuracy against their majority-class rates
     (`robench.runs.chance`)."""
     dev = resolved.split("eval")
-    checks = [chance.check("dev", metrics["dev_accuracy"], [int(y) for y in dev["label"]])]
+    checks = [chance.check("dev", metrics["dev_accuracy"], [int(y) for y in column(dev, "label")])]
     if metrics.get("clean_accuracy") is not None:
         labels = [r.label for r in results if r.status != "error"]
         checks.append(chance.check("clean", metrics["clean_accuracy"], labels))
@@ -354,7 +354,7 @@ def _require_results(results: list[ExampleResult]) -> None:
 
 def _matches(examples, task: Task):
     """A check that a resumed result belongs to `examples`: index in range, same label and text."""
-    texts, labels = texts_of(examples, task), list(examples["label"])
+    texts, labels = texts_of(examples, task), column(examples, "label")
 
     def check(result: ExampleResult) -> str | None:
         if result.index >= len(texts):

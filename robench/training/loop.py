@@ -33,7 +33,7 @@ from robench.core.manifest import folder_manifest, folder_problem
 from robench.core.paths import Settings
 from robench.core.progress import progress_bar
 from robench.core.types import Source, Task
-from robench.data.loading import subset, texts_of
+from robench.data.loading import column, subset, texts_of
 from robench.training.config import TrainConfig
 from robench.training.defense import ComposedDefense
 from robench.training.objective import Objective, TrainingContext
@@ -147,9 +147,9 @@ def is_cached(checkpoint: Path) -> bool:
 
 
 def encode(tokenizer, task: Task, ds, max_length: int) -> list[dict[str, Any]]:
-    fields = [list(ds[f]) for f in task.text_fields]
+    fields = [column(ds, f) for f in task.text_fields]
     enc = tokenizer(*fields, truncation=True, max_length=max_length)
-    return [{**{k: enc[k][i] for k in enc}, "labels": label} for i, label in enumerate(ds["label"])]
+    return [{**{k: enc[k][i] for k in enc}, "labels": label} for i, label in enumerate(column(ds, "label"))]
 
 
 def train_step(objective: Objective, optimizer: torch.optim.Optimizer, scheduler: Any, batch: dict[str, torch.Tensor],
@@ -189,11 +189,11 @@ def training_context(model, tokenizer, task: Task, train, settings, device, seed
     def encode_texts(texts, labels) -> list[dict[str, Any]]:
         if not len(texts):
             return []
-        fields = [list(column) for column in zip(*texts)]
+        fields = [list(values) for values in zip(*texts)]
         enc = tokenizer(*fields, truncation=True, max_length=cfg.max_length)
         return [{**{k: enc[k][i] for k in enc}, "labels": int(label)} for i, label in enumerate(labels)]
 
-    return TrainingContext(model, tokenizer, task, texts_of(train, task), [int(y) for y in train["label"]],
+    return TrainingContext(model, tokenizer, task, texts_of(train, task), [int(y) for y in column(train, "label")],
                            encode_texts, settings, device, seed, cfg.epochs, cfg.batch_size, cfg.max_length, console)
 
 
@@ -210,7 +210,7 @@ def _train_loop(model, tokenizer, task: Task, train, dev, spec: TrainingSpec, ob
     total = sum(math.ceil(type(objective).planned_examples(objective.params, e + 1, len(features)) / cfg.batch_size)
                 for e in range(cfg.epochs))
     optimizer, scheduler = make_optimizer(model, cfg, total)
-    dev_texts, dev_labels = texts_of(dev, task), list(dev["label"])
+    dev_texts, dev_labels = texts_of(dev, task), column(dev, "label")
     history, train_seconds = [], 0.0
     with progress_bar(console) as progress:
         bar = progress.add_task(f"train {spec.model} on {spec.task}", total=total)

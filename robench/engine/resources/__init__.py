@@ -30,7 +30,7 @@ from robench.engine.resources.describe import describe_all
 from robench.engine.resources.encoders import ENCODERS, MINILM_THRESHOLDS, SentenceEncoder, sentence_encoder
 from robench.engine.resources.mlm import BUILT_MLM, masked_lm, mlm_dir, require_built_mlm, require_masked_lm
 from robench.engine.resources.mlm_build import MlmBuildConfig, build_mlm
-from robench.engine.resources.nltk_data import nltk_data_dir, pos_tagger, stopwords
+from robench.engine.resources.nltk_data import check_pos_tagger, nltk_data_dir, pos_tagger, stopwords
 from robench.engine.resources.synonyms import (
     DEFAULT_SOURCE,
     SOURCES,
@@ -44,7 +44,8 @@ from robench.engine.resources.threshold_calibration import PAPER_THRESHOLDS, cal
 __all__ = [
     "BUILT_MLM", "DEFAULT_SOURCE", "ENCODERS", "MINILM_THRESHOLDS", "PAPER_THRESHOLDS", "SOURCES",
     "MlmBuildConfig", "SentenceEncoder", "SynonymTable",
-    "build_mlm", "build_synonyms", "calibrate_thresholds", "describe_all", "masked_lm", "mlm_dir", "nltk_data_dir",
+    "build_mlm", "build_synonyms", "calibrate_thresholds", "check_pos_tagger", "describe_all", "masked_lm",
+    "mlm_dir", "nltk_data_dir",
     "pos_tagger", "require_built_mlm", "require_masked_lm", "require_synonym_source", "sentence_encoder",
     "stopwords", "synonym_table",
 ]

@@ -94,13 +94,44 @@ class PosTagger:
         return [map_tag("en-ptb", "universal", tag) for _, tag in self.tagger.tag(list(words))]
 
 
+TAGGER = "nltk_data/taggers/averaged_perceptron_tagger_eng"
+TAGSET = "nltk_data/taggers/universal_tagset.zip"
+
+
+def check_pos_tagger(settings: Settings) -> None:
+    """The tagger's files are there and whole (its three JSON files parse, the tagset zip's checksums hold), read
+    without importing NLTK (5 s): the check a run makes before training; `pos_tagger` loads it."""
+    import json
+    import zipfile
+
+    tagger = data_file(settings, TAGGER, "NLTK perceptron tagger")
+    for part, kind in (("classes", list), ("tagdict", dict), ("weights", dict)):
+        path = tagger / f"averaged_perceptron_tagger_eng.{part}.json"
+        try:
+            value = json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise RobenchError(f"NLTK perceptron tagger: {path} is missing or damaged ({type(exc).__name__}); "
+                               "restore it from the nltk_data package (averaged_perceptron_tagger_eng)") from exc
+        if not isinstance(value, kind) or not value:
+            raise RobenchError(f"NLTK perceptron tagger: {path} holds no {kind.__name__} of {part}")
+    tagset = data_file(settings, TAGSET, "NLTK universal tagset mapping")
+    try:
+        with zipfile.ZipFile(tagset) as archive:
+            damaged = archive.testzip()
+            names = set(archive.namelist())
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise RobenchError(f"NLTK universal tagset mapping: {tagset} is not a readable zip ({exc})") from exc
+    if damaged is not None or "universal_tagset/en-ptb.map" not in names:
+        raise RobenchError(f"NLTK universal tagset mapping: {tagset} is damaged "
+                           f"({damaged or 'no universal_tagset/en-ptb.map'})")
+
+
 @functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
 def pos_tagger(settings: Settings) -> PosTagger:
+    check_pos_tagger(settings)
     root = nltk_data_dir(settings)
     from nltk.tag.perceptron import PerceptronTagger
 
-    data_file(settings, "nltk_data/taggers/averaged_perceptron_tagger_eng", "NLTK perceptron tagger")
-    data_file(settings, "nltk_data/taggers/universal_tagset.zip", "NLTK universal tagset mapping")
     try:
         tagger = PerceptronTagger(lang="eng")
     except (LookupError, OSError, ValueError) as exc:
