@@ -54,7 +54,9 @@ CLAIMS = [
 
 
 def finite(x: float) -> float | None:
-    return None if x != x else x
+    """`x` to 12 significant digits (NaN: None): the last bits of a quadrature differ between numpy and scipy
+    releases, and the committed file must regenerate byte for byte on a fresh install."""
+    return None if x != x else float(f"{x:.12g}")
 
 
 def number(x: float, spec: str) -> str:
