@@ -40,7 +40,7 @@ def test_the_plan_fits_ten_minutes_from_the_committed_timings(tmp_path, shared_d
     assert abs(sum(steps.values()) - rows["total"]) <= len(steps)  # each row rounded to a second
     assert 0 < rows["total"] <= 600 and all(steps[s] > 0 for s in ("attack", "textattack", "probe", "claims"))
     assert steps["extra"] == 0 and "| extra | 0 | not served by the pack: not run |" in text
-    assert "limit 600 s: fits" in text and "claims' training size: 2400 SST-2 sentences" in text
+    assert "limit 600 s: fits" in text and "claims' training size: 2500 SST-2 sentences" in text
     assert "textattack:textfooler on 100 dev texts" in text
     assert "H200 records" in text and "H200 MLM build" in text  # what the figures come from
     assert "TextFooler on 872 dev texts" in text  # the whole SST-2 dev split
