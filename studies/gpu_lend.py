@@ -358,32 +358,70 @@ def jobs_and_speedup(costs: Costs, state_jobs: int | None) -> tuple[int, float]:
     return jobs, costs.speedup.get(jobs, 1.0)
 
 
-def claims_seconds(protocol: Protocol, costs: Costs, size: int, jobs: int, speedup: float,
-                   done: dict[str, int] | None = None) -> float:
-    """The claim jobs still to run (`done`: finished seeds per model): each one's start, overhead and training, over
-    the measured speed-up, and at least one process start per wave."""
+def claims_seconds(protocol: Protocol, costs: Costs, size: int, jobs: int, done: dict[str, int] | None = None
+                   ) -> float:
+    """The claim jobs still to run (`done`: finished seeds per model), each one's start, overhead and training at
+    its model's rate alone, in `run_models`' order (seeds outermost, `slowest_first`), `jobs` at a time."""
     epochs = train_values(protocol)["epochs"]
-    todo = {m: len(protocol.seeds) - (done or {}).get(m, 0) for m in protocol.models}
-    work = sum(n * (costs.process_start + costs.job_overhead[m] + size * epochs / costs.train_rate[m])
-               for m, n in todo.items())
-    return max(work / speedup, math.ceil(sum(todo.values()) / jobs) * costs.process_start)
+    alone = {m: costs.process_start + costs.job_overhead[m] + size * epochs / costs.train_rate[m]
+             for m in protocol.models}
+    order = [m for i, _ in enumerate(protocol.seeds) for m in slowest_first(protocol.models, costs)
+             if i >= (done or {}).get(m, 0)]
+    return makespan([alone[m] for m in order], jobs, costs.speedup)
+
+
+def slowest_first(models: tuple[str, ...], costs: Costs) -> tuple[str, ...]:
+    """The running order of a seed's models: the slowest first, so that a lend cut short leaves paired seeds."""
+    return tuple(sorted(models, key=lambda m: costs.train_rate.get(m, 0.0)))
+
+
+def makespan(alone: list[float], slots: int, speedup: dict[int, float]) -> float:
+    """Seconds until the last of the jobs ends (`alone`: each one's seconds on the device by itself), started in
+    order, `slots` at a time: with n running, each advances at `shared_speedup(speedup, n) / n` of its lone pace.
+    The 2026-12-04 lend's sizing counted only the total work over the speed-up; the ninth job, started when a fast
+    one ended, outran the limit."""
+    queue, running, seconds = list(alone), [], 0.0
+    while queue or running:
+        while queue and len(running) < slots:
+            running.append(queue.pop(0))
+        pace = shared_speedup(speedup, len(running)) / len(running)
+        first = min(running)
+        seconds += first / pace
+        running = [left - first for left in running if left - first > 1e-9]
+    return seconds
+
+
+def shared_speedup(speedup: dict[int, float], jobs: int) -> float:
+    """The throughput of `jobs` concurrent jobs over one job's: the measured curve, linear between its points,
+    flat beyond its largest (1 everywhere until measured: the jobs share the device, nothing gained)."""
+    points = sorted({1: 1.0, **speedup}.items())
+    if jobs >= points[-1][0]:
+        return points[-1][1]
+    (j0, s0), (j1, s1) = next((a, b) for a, b in zip(points, points[1:]) if a[0] <= jobs <= b[0])
+    return s0 + (s1 - s0) * (jobs - j0) / (j1 - j0)
 
 
 def finished_seeds(out: Path, protocol: Protocol, size: int) -> dict[str, int]:
-    """Finished AdvGLUE records per model at this training size in `<out>/runs` (what a resumed lend skips)."""
+    """Finished AdvGLUE records per model at this training size in `<out>/runs` or packed in `<out>` (what a
+    resumed lend skips)."""
+    from robench.core.packed import RECORDS
+
+    packed = out / RECORDS
+    texts = [path.read_text(encoding="utf-8") for path in (out / "runs").glob("*.json")]
+    texts += packed.read_text(encoding="utf-8").splitlines() if packed.is_file() else []
     done: dict[str, int] = {}
-    for path in (out / "runs").glob("*.json"):
-        spec = json.loads(path.read_text(encoding="utf-8")).get("spec", {})
+    for text in texts:
+        spec = json.loads(text).get("spec", {})
         if spec.get("attack") == "advglue" and spec.get("train_size") == size and spec.get("seed") in protocol.seeds:
             done[spec["model"]] = done.get(spec["model"], 0) + 1
     return done
 
 
-def largest_size(protocol: Protocol, costs: Costs, budget: float, jobs: int, speedup: float) -> int | None:
+def largest_size(protocol: Protocol, costs: Costs, budget: float, jobs: int) -> int | None:
     """The largest training size (a multiple of size_step, within the protocol's bounds) whose claims fit `budget`;
     None when not even the smallest does."""
     sizes = range(protocol.min_train_size, protocol.max_train_size + 1, protocol.size_step)
-    fitting = [s for s in sizes if claims_seconds(protocol, costs, s, jobs, speedup) <= budget]
+    fitting = [s for s in sizes if claims_seconds(protocol, costs, s, jobs) <= budget]
     return fitting[-1] if fitting else None
 
 
@@ -417,9 +455,9 @@ def make_plan(protocol: Protocol, paths: Paths, limit: float, state: dict[str, A
     spent = sum(seconds for seconds, _ in before.values())
     jobs, speedup = jobs_and_speedup(costs, state.get("jobs"))
     size = state.get("train_size") or largest_size(protocol, costs, limit - INSTALL_S - spent - FINAL_RESERVE_S,
-                                                   jobs, speedup) or protocol.min_train_size
+                                                   jobs) or protocol.min_train_size
     done = finished_seeds(paths.out, protocol, size)
-    claims = claims_seconds(protocol, costs, size, jobs, speedup, done) if "claims" in steps else 0.0
+    claims = claims_seconds(protocol, costs, size, jobs, done) if "claims" in steps else 0.0
     claims_basis = (f"{' vs '.join(protocol.models)} x {len(protocol.seeds)} seeds at {size} sentences "
                     f"({sum(done.values())} done), {jobs} jobs, speed-up {speedup:.2f}x ({costs.basis['speedup']}); "
                     f"rates: {costs.basis['train_rate']}") if "claims" in steps else "not served by the pack: not run"
@@ -781,8 +819,8 @@ class GpuSampler:
 # ---------------------------------------------------------------- steps 3 and 4: the claims, then the extras
 
 def claim_specs(protocol: Protocol, models: tuple[str, ...], size: int, paths: Paths) -> list[tuple[list[str], Any]]:
-    """(robench run flags, RunSpec) per model and seed, seeds outermost and the slowest model first, so that a lend
-    cut short leaves paired seeds. The specs go through `robench.runs.options.specs`, as the CLI's do."""
+    """(robench run flags, RunSpec) per model and seed, seeds outermost, the models in the order given. The specs
+    go through `robench.runs.options.specs`, as the CLI's do."""
     from robench.core.params import parse_assignments
     from robench.core.paths import resolve_settings
     from robench.runs.options import RunOptions, specs
@@ -811,9 +849,7 @@ def run_models(protocol: Protocol, models: tuple[str, ...], paths: Paths, args: 
     from robench.grid.driver import plan_cells
 
     settings = resolve_settings(paths.data, paths.cache, paths.out)
-    rates = load_costs(paths.out).train_rate
-    order = sorted(models, key=lambda m: rates.get(m, 0.0))
-    pairs = claim_specs(protocol, tuple(order), size, paths)
+    pairs = claim_specs(protocol, slowest_first(models, load_costs(paths.out)), size, paths)
     cells, _ = plan_cells([spec for _, spec in pairs], settings)
     todo = [(flags, cell) for (flags, _), cell in zip(pairs, cells) if cell.state != "skipped"]
     command = [sys.executable, "-m", "robench.cli", "run", "--quiet", "--no-estimate", *common_flags(args, paths)]
@@ -893,10 +929,11 @@ def _probe_summary(paths: Paths) -> str:
 
 
 def _claims_summary(paths: Paths, state: dict[str, Any]) -> str:
+    from robench.core.packed import runs_to_read
     from robench.core.records import iter_records
     from robench.report.compare import compare, group_settings
 
-    runs = paths.out / "runs"
+    runs = runs_to_read(paths.out, paths.cache)
     records = [r for r in iter_records(runs) if r.spec["attack"] == "advglue"
                and r.spec["train_size"] == state.get("train_size")] if runs.is_dir() else []
     if not records:
@@ -937,14 +974,16 @@ def _mean_std(values: list[float]) -> str:
 
 
 def _claim_verdict(found: list) -> dict[int, str]:
-    """IM-BERT's claim (+8.3 points) judged as studies/claims.py judges the CPU records."""
+    """IM-BERT's claim (+8.3 points) judged as studies/claims.py judges the CPU records: refuted when the paired
+    test of +8.3 points has p < 0.05 (one claim: Holm changes nothing). The lend of 2026-12-04 passed 8.3 itself
+    as that p-value, so its summary said "not distinguishable" where the test refuted the claim."""
     import importlib.util
 
     loader = importlib.util.spec_from_file_location("reference_claims", CLAIMS_SCRIPT)
     claims = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(claims)
-    return {id(c): f"{IMBERT_CLAIM[0]}: {claims.verdict(c, IMBERT_CLAIM[1])}" for c in found
-            if c.setting.spec["model"] == "imbert"}
+    return {id(c): f"{IMBERT_CLAIM[0]}: {claims.verdict(c, claims.against_claim(c, IMBERT_CLAIM[1]))}"
+            for c in found if c.setting.spec["model"] == "imbert"}
 
 
 def _cpu_claim() -> str:
@@ -991,6 +1030,7 @@ def drive(protocol: Protocol, paths: Paths, args: argparse.Namespace) -> int:
     start = time.monotonic()
     deadline = start + args.limit - FINAL_RESERVE_S
     paths.out.mkdir(parents=True, exist_ok=True)
+    unpack_committed(paths)
     state = read_state(paths, protocol)
     state["runs"] = state.get("runs", 0) + 1
     save_state(paths, state)
@@ -1015,6 +1055,15 @@ def drive(protocol: Protocol, paths: Paths, args: argparse.Namespace) -> int:
             traceback.print_exc()
     print(f"== done in {time.monotonic() - start:.0f} s; results in {paths.out}", flush=True)
     return 1 if failed else 0
+
+
+def unpack_committed(paths: Paths) -> None:
+    """A lend's records are committed packed (`robench pack`, as every published results directory): unpacked
+    here, so that this lend skips what an earlier one finished."""
+    from robench.core.packed import RECORDS, unpack_results_dir
+
+    if (paths.out / RECORDS).is_file():
+        print(f"unpacked {unpack_results_dir(paths.out, paths.cache)} committed run(s) in {paths.out}", flush=True)
 
 
 def run_step(step: str, protocol: Protocol, paths: Paths, args: argparse.Namespace, state: dict[str, Any],
@@ -1057,8 +1106,7 @@ def choose_size(protocol: Protocol, paths: Paths, args: argparse.Namespace, stat
     state.setdefault("jobs", args.jobs or jobs_and_speedup(costs, None)[0])
     if "train_size" in state:
         return
-    size = largest_size(protocol, costs, deadline - time.monotonic(), state["jobs"],
-                        costs.speedup.get(state["jobs"], 1.0))
+    size = largest_size(protocol, costs, deadline - time.monotonic(), state["jobs"])
     if size is None:
         print(f"the claims do not fit the time left at {protocol.min_train_size} sentences; running them there "
               "anyway (a later lend resumes them)", flush=True)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from study_scripts import load_study
 
+from robench.core.packed import pack_results_dir
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "studies" / "gpu_lend.py"
 
@@ -82,6 +84,23 @@ def test_a_lends_measurements_size_the_next_plan(tmp_path, shared_data, capsys):
     assert rows["attack"] == 0 and rows["probe"] == 0 and "at 6000 sentences (0 done)" in text
 
 
+def test_the_claims_are_sized_by_their_schedule_not_their_total_work():
+    """The 2026-12-04 lend sized 10 jobs on 8 slots by total work over the speed-up; the ninth, started when a fast
+    job ended, outran the limit. The plan now plays the schedule: a job waiting for a slot ends later."""
+    gpu_lend = _module()
+    curve = {1: 1.0, 2: 1.69, 4: 3.23, 8: 4.49}  # that lend's probe
+    assert gpu_lend.shared_speedup(curve, 6) == pytest.approx(3.23 + (4.49 - 3.23) / 2)
+    assert gpu_lend.shared_speedup(curve, 10) == 4.49 and gpu_lend.shared_speedup({1: 1.0}, 5) == 1.0
+    assert gpu_lend.makespan([10.0, 10.0], 1, {1: 1.0}) == 20.0
+    assert gpu_lend.makespan([10.0, 10.0], 2, {2: 2.0}) == pytest.approx(10.0)
+    assert gpu_lend.makespan([10.0, 10.0], 2, {1: 1.0}) == pytest.approx(20.0)  # unmeasured: sharing gains nothing
+    # nine equal jobs on eight perfectly scaling slots: total work over the speed-up says 112.5 s, the schedule 200 s
+    assert gpu_lend.makespan([100.0] * 9, 8, {8: 8.0}) == pytest.approx(200.0)
+    # the lend's mix at its size: 5 IM-BERT (slowest first per seed) and 5 BERT jobs on 8 slots
+    alone = [280.0, 100.0] * 5
+    assert gpu_lend.makespan(alone, 8, curve) > sum(alone) / 4.49 + 100
+
+
 def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, cut: Path, *flags: str) -> str:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "OMP_NUM_THREADS": "1", "ROBENCH_LEXICON_CUT": str(cut)}
@@ -123,12 +142,15 @@ def test_the_script_runs_end_to_end_at_a_tiny_size_and_resumes(tmp_path, tiny_da
         names = tar.getnames()
     assert f"out/runs/{records[0].name}" in names and "out/state.json" in names
     assert not any(n.endswith(".lock") for n in names)
-    stamps = {p: p.stat().st_mtime_ns for p in [*records, *(out / "bench").iterdir(), out / "saturation.json"]}
+    stamps = {p: p.stat().st_mtime_ns for p in [*(out / "bench").iterdir(), out / "saturation.json"]}
+    runs = {p: p.read_bytes() for p in records}
+    pack_results_dir(out, tmp_path / "cache")  # committed packed, as after a real lend
 
     # only extras are new
     second = _lend(tmp_path, tiny_data, tiny_backbone, lexicon_cut, "--steps", "attack,probe,claims,extra")
+    assert "unpacked 5 committed run(s)" in second
     assert "claims: 2 finished before, 0 ran" in second and "extra: 0 finished before, 1 ran, 0 failed" in second
-    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing measured again
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps and {p: p.read_bytes() for p in runs} == runs
     assert json.loads((out / "state.json").read_text())["runs"] == 2
     assert "| freelb | 1 |" in (out / "summary.md").read_text()
 
@@ -235,3 +257,22 @@ def test_a_cut_that_lacks_words_textattack_splits_the_dev_split_into_is_refused(
     utils.words_from_text = lambda text: [w + "zz" for w in split_words(text)]
     with pytest.raises(gpu_lend.LendError, match="lacks .* words TextAttack splits the dev split into"):
         gpu_lend.check_cut_covers_textattack(protocol, settings)
+
+
+def test_the_claim_verdict_tests_the_claimed_size():
+    """The lend of 2026-12-04 passed the claimed +8.3 where the refuting p-value belongs: never refuted."""
+    from types import SimpleNamespace
+
+    asked = []
+
+    class PairedTest:
+        varies = True
+
+        def p_value_at(self, difference: float) -> float:
+            asked.append(difference)
+            return 0.01
+
+    c = SimpleNamespace(verdict="not distinguishable from the baseline", adjusted_p=0.125, test=PairedTest(),
+                        difference=SimpleNamespace(value=0.027), setting=SimpleNamespace(spec={"model": "imbert"}))
+    assert _module()._claim_verdict([c]) == {id(c): "IM-BERT, AdvGLUE-sst2, +8.3 points: refuted"}
+    assert asked == [pytest.approx(0.083)]
