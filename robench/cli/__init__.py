@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import logging
 import os
@@ -31,7 +32,9 @@ SUBCOMMANDS: tuple[str, ...] = (
 )
 
 
+@functools.cache
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, built once per process (parsing does not change it; every choice is static)."""
     parser = argparse.ArgumentParser(prog="robench",
                                      description="Adversarial-robustness benchmarking for NLP classifiers.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -36,6 +36,7 @@ AdvGLUE fit (tests/test_verdict_simulation.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -183,17 +184,22 @@ def crossed_variance(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return total, df
 
 
+@functools.lru_cache(maxsize=64)
 def _chi2_nodes(df: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes u and weights of E f(U) for U ~ chi-square on `df` degrees of freedom: the trapezoid rule in log u
     from the 1e-14 to the 1 - 1e-14 quantile, TAIL_NODES nodes (at w = 1 `two_sided_tail` is within 1e-7
-    relative and 1e-13 absolute of Student's t tail: tests/test_stats.py)."""
+    relative and 1e-13 absolute of Student's t tail: tests/test_stats.py). Computed once per df (read-only):
+    a quantile's bisection asks for them 64 times."""
     from scipy import stats as scipy_stats  # imported when used: `show` and `--help` need none
 
     x = np.linspace(np.log(scipy_stats.chi2.ppf(1e-14, df)), np.log(scipy_stats.chi2.isf(1e-14, df)), TAIL_NODES)
     u = np.exp(x)
     weight = scipy_stats.chi2.pdf(u, df) * u
     weight[[0, -1]] *= 0.5
-    return u, weight / weight.sum()
+    weight = weight / weight.sum()
+    u.setflags(write=False)
+    weight.setflags(write=False)
+    return u, weight
 
 
 def two_sided_tail(t: np.ndarray, seed_share: np.ndarray, seed_df: int) -> np.ndarray:

