@@ -44,9 +44,10 @@ test: setup test-deps
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=60
 
 # The inner loop (docs/README.md): every test but those marked integration (the real MiniLM, real attack resources, the
-# published records whole, a study script end to end), browser, ray and pip (pyproject.toml; tests/conftest.py marks
-# the last three by fixture). Needs no apt package.
-UNIT := not integration and not browser and not ray and not pip
+# published records whole, a study script end to end), browser, ray, pip and textattack (pyproject.toml;
+# tests/conftest.py marks the last four by fixture, and fails an unmarked test that imports TextAttack). Needs no apt
+# package.
+UNIT := not integration and not browser and not ray and not pip and not textattack
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q -m "$(UNIT)"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,43 @@ def _real_minilm_only_in_integration_tests(request, monkeypatch):
     monkeypatch.setattr(PreTrainedModel, "from_pretrained", classmethod(guarded))
 
 
+class _TextAttackGuard:
+    """A meta-path finder that refuses to load TextAttack (`find_spec` still answers, so robench can locate its
+    files without importing it)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "textattack" and not name.startswith("textattack."):
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None:
+            spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        pytest.fail("this test imports TextAttack (5-15 s): mark it @pytest.mark.textattack")
+
+
+@pytest.fixture(autouse=True)
+def _textattack_only_in_marked_tests(request):
+    """A test marked neither `textattack` nor `integration` fails if it imports TextAttack, so `make check` (which
+    leaves the marked ones out) never pays for it. Where an earlier test of the process imported it already, the
+    import is not seen again; `make check` imports it nowhere, so there every test is checked."""
+    if any(request.node.get_closest_marker(m) is not None for m in ("textattack", "integration")):
+        yield
+        return
+    guard = _TextAttackGuard()
+    sys.meta_path.insert(0, guard)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(guard)
+
+
 class WorkCounter:
     """How often robench really trained a model and really attacked one (not how often it was asked to)."""
 
@@ -187,7 +225,7 @@ def base(where, tiny_backbone) -> list:
 
 # What is not a unit test, by the fixture it needs: `make check` leaves these markers out (with `integration`);
 # `make test` runs them all.
-MARK_BY_FIXTURE = {"browser": "browser", "ray_session": "ray", "plugin_site": "pip"}
+MARK_BY_FIXTURE = {"browser": "browser", "ray_session": "ray", "plugin_site": "pip", "ta": "textattack"}
 
 
 def pytest_collection_modifyitems(config, items):

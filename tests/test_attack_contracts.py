@@ -391,7 +391,8 @@ def _has_rate(params_cls: type) -> bool:
     return "max_modification_rate" in {f.name for f in dataclasses.fields(params_cls)}
 
 
-@pytest.mark.parametrize("entry", _entries())
+@pytest.mark.parametrize("entry", [pytest.param(e, marks=pytest.mark.textattack) if e.startswith("textattack:")
+                                   else e for e in _entries()])
 def test_attack_keeps_the_contract(entry, world, tiny_backbone, monkeypatch):
     contract = _contract(entry)
     params_cls = _recipe_params(entry, monkeypatch)

@@ -110,6 +110,7 @@ def _check_profile(profile: dict[str, list[str]], column: int) -> None:
     assert total == pytest.approx(_seconds(profile["attack stage wall time"][column]), abs=0.01 * len(parts) + 1e-9)
 
 
+@pytest.mark.textattack  # the comparison's second column is TextAttack's TextFooler
 def test_bench_attack_prints_the_fraction_and_the_profile(tmp_path, tiny_data, tiny_backbone, capsys):
     _bench(tmp_path, tiny_data, tiny_backbone, "--synonym-source", "neighbors", "--no-stock")
     out = capsys.readouterr().out

@@ -152,6 +152,7 @@ def test_leaderboard_compare_and_show_read_a_packed_results_dir(tmp_path, capsys
     assert read_runs_dir(packed / "runs") == read_runs_dir(loose / "runs") and not (packed / RECORDS).exists()
 
 
+@pytest.mark.integration  # the published records whole
 @pytest.mark.parametrize("results", COMMITTED, ids=[str(p.relative_to(REPO)) for p in COMMITTED])
 def test_every_committed_pack_unpacks_to_records_that_verify(results, tmp_path):
     """Each unpacked record matches its manifest (its content's digest, its CSV's size and SHA-256) and is the

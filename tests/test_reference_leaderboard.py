@@ -63,6 +63,7 @@ def test_reference_leaderboard_regenerates_from_its_records(name, tmp_path, caps
         assert f'{rec.run_id}.json"' in run_page
 
 
+@pytest.mark.integration  # the published records whole
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
 def test_every_reference_record_is_a_protocol_cell(name, cache):
     records = load_records(reference_runs_dir(name, cache))
@@ -77,6 +78,7 @@ def test_every_reference_record_is_a_protocol_cell(name, cache):
         seen.add(cell)
 
 
+@pytest.mark.integration  # the published records whole
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
 def test_every_model_and_seed_was_attacked_on_the_same_examples(name, cache):
     """Paired comparisons need it: per attack (and training size), every record's examples are the same dev
@@ -161,6 +163,7 @@ def test_readme_results_table_is_the_reference_leaderboard():
     assert header.startswith("| model | clean") and header.count(" | ") + 1 <= 8
 
 
+@pytest.mark.integration  # the published records whole
 @pytest.mark.parametrize("script, outputs", [("claims", ("claims.md", "claims.json")), ("cost", ("cost.md",))])
 def test_the_claims_and_cost_tables_regenerate_from_the_records(script, outputs, tmp_path):
     """results/reference/claims.{md,json} (IM-BERT's claims against bert, with their verdicts) and cost.md (the

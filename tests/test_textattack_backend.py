@@ -63,6 +63,7 @@ OFFLINE_IMPORT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.textattack
 def test_import_is_offline_lazy_and_leaves_no_trace(tmp_path, tiny_data):
     home, cache = tmp_path / "home", tmp_path / "cache"
     home.mkdir()
@@ -347,6 +348,7 @@ def _rows(settings, record):
     return list(csv.DictReader(open(settings.runs_dir / f"{record.run_id}.csv")))
 
 
+@pytest.mark.textattack
 def test_deepwordbug_end_to_end_with_budget_and_resume(settings, tiny_backbone):
     """A cheap recipe (no model resources) through the runner: records, budget, and resume from ctx.done."""
     spec = tiny_spec(tiny_backbone, attack="textattack:deepwordbug", eval_size=6, attack_params={"query_budget": 5})
@@ -367,6 +369,7 @@ def test_deepwordbug_end_to_end_with_budget_and_resume(settings, tiny_backbone):
     assert record.resources["attack"]["nltk"]["downloads"] == "disabled"
 
 
+@pytest.mark.textattack
 def test_example_errors_are_recorded_and_the_run_goes_on(settings, tiny_backbone, monkeypatch):
     import robench.attacks.textattack.results as mapping
 
@@ -421,6 +424,7 @@ def test_textfooler_end_to_end_on_real_offline_resources(settings, tiny_backbone
     assert "POS" in " ".join(res["nltk"]["used"])
 
 
+@pytest.mark.textattack
 def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, capsys, monkeypatch, lexicon_cut):
     """`robench bench attack` on the tiny backbone: both attacks, one table, CSV and Markdown (the swap audit's
     lexicon from the tiny cut, not the real relations)."""
@@ -449,6 +453,7 @@ def test_bench_attack_writes_the_comparison(tmp_path, tiny_data, tiny_backbone, 
     assert len(stock) == 1 and "HuggingFaceModelWrapper" in stock[0]["resources"]["attack"]["backend"]
 
 
+@pytest.mark.textattack
 def test_bert_attack_uses_the_given_masked_lm_not_a_download(settings, tiny_backbone, tiny_mlm, monkeypatch,
                                                              lexicon_cut):
     monkeypatch.setenv("ROBENCH_LEXICON_CUT", str(lexicon_cut))  # the swap audit's lexicon: the tiny cut's
