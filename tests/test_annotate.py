@@ -301,7 +301,7 @@ def test_readings_are_shown_by_show_and_on_the_leaderboard_and_run_pages(results
     assert main(["show", run_id, "--results-dir", str(root)]) == 0
     out = capsys.readouterr().out
     assert f"valid to a reader (all three): {expected.valid.text()}" in out and "label kept by a blind reader" in out
-    page = write_html(root, tmp_path / "pages" / "leaderboard.html")
+    page = write_html(root, tmp_path / "pages" / "leaderboard.html", run_pages=True)
     html = page.read_text()
     assert html.count('<span class="read"') == len({(r.spec["model"], r.spec["attack"]) for r in runs
                                                      if r.run_id in read})

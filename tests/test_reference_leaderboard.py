@@ -54,7 +54,7 @@ def test_reference_leaderboard_regenerates_from_its_records(name, tmp_path, caps
     main(["compare", "--baseline", "bert", "--results-dir", str(tmp_path)])
     assert capsys.readouterr().out == (committed / "compare.txt").read_text(encoding="utf-8")
     page = write_html(tmp_path, tmp_path / "site" / "leaderboard.html", baseline="bert", table=table,
-                      cache_dir=cache).read_text(encoding="utf-8")
+                      cache_dir=cache, run_pages=True).read_text(encoding="utf-8")
     records = load_records(reference_runs_dir(name, cache)).current
     assert page.count('href="runs/') == len(records) and page.count("<tr>") == 1 + len(table)
     for rec in records:  # the page links each run's page of adversarial examples, which links its record

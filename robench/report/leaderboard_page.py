@@ -175,12 +175,12 @@ class Section:
 
 
 def write_html(results_dir: Path, path: str | Path, baseline: str | None = None,
-               table: pd.DataFrame | None = None, cache_dir: Path | None = None, run_pages: bool = True) -> Path:
-    """Write the page for `<results_dir>/runs` to `path`, and with `run_pages` beside it `runs/<run_id>.html`, the
-    page of each included run with per-example results (`robench.report.run_page`; without, a seed links to its
-    record); links are relative to the pages. `table`: the checkpoint table already computed for
-    `leaderboard.csv` (with this `baseline`), if any. A packed `results_dir` is read from its unpacked copy under
-    `cache_dir` (`robench.core.packed`)."""
+               table: pd.DataFrame | None = None, cache_dir: Path | None = None, run_pages: bool = False) -> Path:
+    """Write the page for `<results_dir>/runs` to `path`, and only with `run_pages` (as `leaderboard --run-pages`)
+    beside it `runs/<run_id>.html`, the page of each included run with per-example results
+    (`robench.report.run_page`, 0.5 s a run; without, a seed links to its record); links are relative to the
+    pages. `table`: the checkpoint table already computed for `leaderboard.csv` (with this `baseline`), if any. A
+    packed `results_dir` is read from its unpacked copy under `cache_dir` (`robench.core.packed`)."""
     runs_dir = runs_to_read(Path(results_dir), cache_dir)
     records = load_records(runs_dir)
     page = Path(path).resolve()
