@@ -117,7 +117,7 @@ def _map_label_names(ds, names: tuple[str, ...], path: Path, label: str = "label
     bad = sorted({v for v in column(ds, label) if v not in lookup})
     if bad:
         raise RobenchError(f"malformed data file {path}: unexpected labels {bad[:5]} (expected {list(names)})")
-    ds = ds.map(lambda r: {"_label": lookup[r[label]]}, remove_columns=[label])
+    ds = ds.map(lambda batch: {"_label": [lookup[v] for v in batch[label]]}, batched=True, remove_columns=[label])
     return ds.rename_column("_label", "label")
 
 
