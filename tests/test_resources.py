@@ -155,11 +155,14 @@ def test_the_tagger_check_reads_its_files_without_nltk_and_names_a_damaged_one(s
         resources.check_pos_tagger(data)
 
 
-def test_the_tagger_is_loaded_once_per_folder_and_again_after_a_file_changed(settings, tmp_path):
+def test_the_tagger_is_loaded_once_per_folder_and_again_after_a_file_changed(settings, tmp_path, monkeypatch):
     """Settings that differ only in their caches share one loaded tagger (0.6 s a load); a tagger file changed in
     place is checked again, and a damaged one is refused, never served from the earlier load."""
     import shutil
 
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", list(nltk.data.path))  # the damaged copy must not lead NLTK's path after
     other = dataclasses.replace(settings, cache_dir=tmp_path / "other-cache")
     assert pos_tagger(settings) is pos_tagger(other)
     shutil.copytree(settings.data_dir / "nltk_data" / "taggers", tmp_path / "nltk_data" / "taggers")
