@@ -329,4 +329,5 @@ RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(
     params=BertAttackParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
     # (queries - examples) / words over the v3 reference's 9,900 attacked SST-2 inputs at the default setting
     query_cost_per_word=0.73,  # (docs/studies/presets.md, "Queries per word")
+    load_seconds=5.5,  # (docs/studies/presets.md, "The attack's fixed cost")
 ))

@@ -242,4 +242,5 @@ RECIPE = ATTACKS.register("textfooler")(WordSwapRecipe(
     params=TextFoolerParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
     # (queries - examples) / words over the v3 reference's 9,900 attacked SST-2 inputs at the default setting
     query_cost_per_word=1.59,  # (docs/studies/presets.md, "Queries per word")
+    load_seconds=6.5,  # (docs/studies/presets.md, "The attack's fixed cost")
 ))

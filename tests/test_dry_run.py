@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import tiny_spec
 
 from robench.cli import main
@@ -73,6 +74,28 @@ def test_a_built_resource_is_not_in_the_estimate(settings, tiny_backbone):
     assert estimate(run, torch.device("cpu"), train_cached=False, persist=False).builds == ()
 
 
+def test_the_attack_estimate_adds_the_recipe_fixed_cost_and_counts_queries_by_their_length(settings, tiny_backbone):
+    """A recipe's `load_seconds` (loading its resources, auditing the swaps) is in the attack stage once; the rate
+    is in words of query text, a word and a separator per field."""
+    import dataclasses
+
+    import torch
+
+    from robench.runs.estimate import estimate, query_length
+    from robench.runs.resolve import resolve_run
+
+    assert query_length(("a fine film",)) == 4 and query_length(("one", "two words")) == 5
+    run = resolve_run(tiny_spec(tiny_backbone, attack="textfooler"), settings)
+    assert run.recipe.load_seconds > 0
+    memo: dict = {}
+    base = estimate(run, torch.device("cpu"), train_cached=False, persist=False, memo=memo)
+    recipe = dataclasses.replace(run.recipe, load_seconds=run.recipe.load_seconds + 100)
+    slower = dataclasses.replace(run, recipe=recipe)
+    more = estimate(slower, torch.device("cpu"), train_cached=False, persist=False, memo=memo)
+    assert more.attack_seconds - base.attack_seconds == pytest.approx(100.0)
+    assert more.train_seconds == base.train_seconds
+
+
 def test_start_up_and_builds_add_to_the_total():
     from robench.runs.estimate import Build, CostEstimate
 
@@ -126,7 +149,8 @@ def test_the_speed_measurement_is_shared_across_cost_free_parameters_only(settin
 def test_the_timing_stops_at_its_budget_after_one_step_and_the_minimum_queries(capsys, settings, tiny_backbone,
                                                                              monkeypatch):
     """A slow model is timed on one optimisation step (after a warm-up on WARMUP_EXAMPLES examples) and at least
-    MIN_QUERIES attack-shaped queries, one text's variants per call; a fast one on TIMED_STEPS steps."""
+    MIN_QUERIES attack-shaped queries, one text's variants per call, after at most WARMUP_QUERIES warm-up
+    predictions; a fast one on TIMED_STEPS steps."""
     import shutil
 
     from robench.classifier.victim import Victim
@@ -136,8 +160,10 @@ def test_the_timing_stops_at_its_budget_after_one_step_and_the_minimum_queries(c
     timed_step, predict = estimate._timed_step, Victim.predict
     monkeypatch.setattr(estimate, "_timed_step", lambda *a: steps.append(len(a[-1])) or timed_step(*a))
     monkeypatch.setattr(Victim, "predict", lambda self, inputs: calls.append(len(inputs)) or predict(self, inputs))
+    monkeypatch.setattr(estimate, "TIMING_BUDGET", 600.0)  # everything is fast (on a loaded machine too)
     _dry_run(capsys, settings, tiny_backbone, "--train-size", "8", "--eval-size", "12")
-    assert steps == [estimate.WARMUP_EXAMPLES, 8, 8]  # the tiny model is fast: both steps
+    assert steps == [estimate.WARMUP_EXAMPLES, 8, 8]  # both steps
+    assert calls[0] <= estimate.WARMUP_QUERIES
     steps.clear(), calls.clear()
     monkeypatch.setattr(estimate, "TIMING_BUDGET", 0.0)  # everything is slow now
     shutil.rmtree(settings.cache_dir / "estimates")

@@ -140,6 +140,20 @@ def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, t
     assert not (settings.cache_dir / "checkpoints").exists()  # the real runs used a scratch cache
 
 
+def test_the_bench_scratch_cache_keeps_the_resources_it_builds(settings, tmp_path):
+    """The scratch cache shares the user's resources folder even before it exists: a resource the bench builds
+    is kept for the next bench (it built them again every time, ~1 min of its attack stage)."""
+    from robench.bench.estimate import _scratch_settings
+    from robench.engine.resources.files import resources_dir
+
+    assert not resources_dir(settings).exists()
+    (tmp_path / "scratch").mkdir()
+    scratch = _scratch_settings(settings, tmp_path / "scratch")
+    (resources_dir(scratch) / "built.json").write_text("{}")
+    assert (resources_dir(settings) / "built.json").read_text() == "{}"
+    assert scratch.cache_dir != settings.cache_dir and scratch.results_dir != settings.results_dir
+
+
 def test_bench_estimate_tabulates_a_first_and_a_second_dry_run_in_a_scratch_cache(capsys, monkeypatch, settings):
     from robench.bench import estimate
     from robench.bench.estimate import DRY_RUN_TARGET, DryRunTiming, EstimateBenchOptions, dry_run_bench

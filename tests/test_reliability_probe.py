@@ -350,12 +350,12 @@ def test_a_train_size_beyond_the_split_is_the_whole_split(settings, tiny_backbon
 
 @pytest.mark.parametrize("damage", [
     lambda saved: saved["speed"].update(seconds_per_step=float("nan")),
-    lambda saved: saved["speed"].update(forward_per_second=1e-300),
+    lambda saved: saved["speed"].update(words_per_second=1e-300),
     lambda saved: saved["speed"].update(load_seconds="fast"),
     lambda saved: saved.update(speed={"seconds_per_step": 1.0}),
     lambda saved: saved.update(sha256="0" * 64),
     lambda saved: _resealed(saved, seconds_per_step=float("nan")),
-    lambda saved: _resealed(saved, forward_per_second=1e309),
+    lambda saved: _resealed(saved, words_per_second=1e309),
     lambda saved: _resealed(saved, load_seconds="fast"),
     lambda saved: _resealed(saved, seconds_per_step=-1.0),
     lambda saved: saved.clear(),
@@ -367,7 +367,7 @@ def test_an_invalid_cached_speed_measurement_is_not_used(tmp_path, damage):
     from robench.core.manifest import content_digest
     from robench.runs.estimate import ModelSpeed, _cached_speed
 
-    good = ModelSpeed(seconds_per_step=0.5, forward_per_second=200.0, load_seconds=1.0)
+    good = ModelSpeed(seconds_per_step=0.5, words_per_second=200.0, load_seconds=1.0)
     path = tmp_path / "speed.json"
     saved = {"speed": asdict(good), "sha256": content_digest(asdict(good)), "measured": time.time()}
     path.write_text(json.dumps(saved))
@@ -389,7 +389,7 @@ def test_a_dry_run_with_an_invalid_cached_estimate_measures_again(capsys, base, 
                            settings, attack=False)
     path = _cache_path(resolved, pick_device("cpu"))
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"speed": {"seconds_per_step": float("nan"), "forward_per_second": "fast",
+    path.write_text(json.dumps({"speed": {"seconds_per_step": float("nan"), "words_per_second": "fast",
                                                 "load_seconds": 1e308}, "sha256": "x"}))
     with caplog.at_level(logging.WARNING, "robench"):
         code, out, lines = _cli(capsys, "train", *base, "--lr", "5e-5", "--dry-run")

@@ -104,6 +104,7 @@ def _entry(spec: TextAttackSpec) -> AttackRecipe:
         word_swaps=bool(spec.needs & {"embedding", "mlm", "wordnet"}),
         query_cost_per_word=4.4,  # textattack:textfooler: 80.0 queries / 18.2 words (docs/studies/results.md); a rough
         # figure for the other recipes, whose search costs differ
+        load_seconds=4.5,  # textattack:textfooler (docs/studies/presets.md, "The attack's fixed cost")
     )
 
 

@@ -142,13 +142,14 @@ def _timed_dry_run(options: EstimateBenchOptions, model: str, settings: Settings
 
 
 def _scratch_settings(settings: Settings, tmp: Path) -> Settings:
-    """A fresh cache (no checkpoint reused) that still sees the built attack resources; fresh results."""
+    """A fresh cache (no checkpoint reused) that shares the attack resources with `settings`' cache: those built
+    already, and those the bench builds (so a second bench does not build them again)."""
     from robench.engine.resources.files import resources_dir
 
     (tmp / "cache").mkdir()
     built = resources_dir(settings)
-    if built.is_dir():
-        (tmp / "cache" / built.name).symlink_to(built, target_is_directory=True)
+    built.mkdir(parents=True, exist_ok=True)
+    (tmp / "cache" / built.name).symlink_to(built, target_is_directory=True)
     return dataclasses.replace(settings, cache_dir=tmp / "cache", results_dir=tmp / "results")
 
 

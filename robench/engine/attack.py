@@ -118,6 +118,8 @@ class AttackRecipe:
     check: Callable[[Task, Any, Settings], None] = lambda task, params, settings: None
     summarize: Callable[[list[ExampleResult], AttackContext, Any], dict[str, Any]] | None = None
     query_cost_per_word: float = 0.0  # typical model queries per input word (cost estimates); 0: replay, 1/example
+    load_seconds: float = 0.0  # once per run: loading its resources and auditing the swaps (cost estimates; a
+    # 2-core CPU, docs/studies/presets.md "The attack's fixed cost")
     examples: Callable[[Task, Settings, Source], Any] | None = None
     data_files: tuple[str, ...] = ()
     word_swaps: bool = False  # swaps words in place: the runner adds the validity audit (robench.engine.audit)

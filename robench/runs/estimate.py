@@ -7,10 +7,11 @@
 * training  = optimisation steps x the measured seconds per step of this defense's objective at this batch
   size (so IM-BERT's solver, FreeLB's ascent steps and SMART's regulariser are all in the measurement)
   + one evaluation of the dev split (after the last epoch) at the measured inference rate + loading the model;
-* attack    = the eval examples' model queries / the measured inference rate, where a search attack makes
-  `recipe.query_cost_per_word` queries per word of its input (measured on SST-2, docs/guide/presets.md) and a replay
-  attack one per example, times `SEARCH_OVERHEAD` for the work outside the victim (candidates, POS tags,
-  sentence encoder: 10% of TextFooler's time when profiled, docs/studies/results.md).
+* attack    = the recipe's fixed `load_seconds` (loading its resources, auditing the swaps) + the eval examples'
+  model queries, each as long as its text (`query_length`), / the measured inference rate in words per second,
+  where a search attack makes `recipe.query_cost_per_word` queries per word of its input (measured on SST-2,
+  docs/guide/presets.md) and a replay attack one per example, times `SEARCH_OVERHEAD` for the work outside the
+  victim (candidates, POS tags, sentence encoder: 10% of TextFooler's time when profiled, docs/studies/results.md).
 
 Speed measurements (`ModelSpeed`) are cached under `<cache_dir>/estimates/`, keyed by the defence and its
 cost-relevant parameters (a parameter declared `bounded(..., cost=False)`, a step size, is left out), backbone,
@@ -43,13 +44,16 @@ from robench.data.loading import subset, texts_of
 from robench.runs.resolve import ResolvedRun
 
 SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profiled: ~10% for TextFooler)
-SPEED_FORMAT = 8  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
-# 6: keyed by the data's content; 7: two timed steps and 8 timed texts; 8: a small warm-up, timing bounded
+SPEED_FORMAT = 9  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
+# 6: keyed by the data's content; 7: two timed steps and 8 timed texts; 8: a small warm-up, timing bounded;
+# 9: predictions warmed up on WARMUP_QUERIES, no step or call started that would end past the budget, the
+# inference rate in words of query text (QUERY_LENGTH), not queries: the timed texts' lengths no longer set it
 SPEED_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older measurement is taken again
-WARMUP_EXAMPLES = 2  # the warm-up step's batch, and the warm-up predictions' texts
+WARMUP_EXAMPLES = 2  # the warm-up step's batch
+WARMUP_QUERIES = 8  # at most: the warm-up predictions (one text's leave-one-word-out variants)
 TIMED_STEPS = 2  # at most: optimisation steps timed after the warm-up step
 TIMED_TEXTS = 8  # at most: texts whose leave-one-word-out variants are timed, one text per call, after the warm-up
-TIMING_BUDGET = 2.0  # seconds: timing stops once steps (queries) past the first one (MIN_QUERIES) took this long
+TIMING_BUDGET = 2.0  # seconds: past the first step (MIN_QUERIES queries), none starts that would end after this
 MIN_QUERIES = 24
 COST_SOURCES = ("robench/training", "robench/classifier/victim.py", "models")  # code whose change changes the cost
 log = logging.getLogger(__name__)
@@ -62,7 +66,8 @@ class ModelSpeed:
     """How fast one model trains and predicts on this machine, at one batch size (measured, then cached)."""
 
     seconds_per_step: float  # one optimisation step (forward, backward, optimiser) at the run's batch size
-    forward_per_second: float  # inference rate on attack-shaped queries (leave-one-word-out variants), per second
+    words_per_second: float  # inference rate on attack-shaped queries (leave-one-word-out variants), in their
+    # `query_length`s per second: a query's cost grows with its text, and the texts timed are few
     load_seconds: float  # building the model from the backbone
 
 
@@ -154,20 +159,24 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
         eval_data = subset(run.attacked_split(), spec.eval_size, spec.eval_seed)
         attacked = len(eval_data)
     # the defence's own work: a2t's training attack, SAFER's certificate (in model queries at the measured rate)
-    extra = run.defense.extra_cost(run.model_params, [len(t[-1].split()) for t in texts_of(train, task)],
+    train_texts = texts_of(train, task)
+    extra = run.defense.extra_cost(run.model_params, [len(t[-1].split()) for t in train_texts],
                                    spec.train.epochs, attacked)
     train_seconds = None
     if not train_cached:
         sizes = run.defense.epoch_sizes(run.model_params, len(train), spec.train.epochs)  # a2t adds examples
         steps = sum(math.ceil(n / spec.train.batch_size) for n in sizes)
-        train_seconds = (speed.load_seconds + steps * speed.seconds_per_step + len(dev) / speed.forward_per_second
-                         + SEARCH_OVERHEAD * extra.get("train", 0.0) / speed.forward_per_second)
+        train_seconds = (speed.load_seconds + steps * speed.seconds_per_step
+                         + _mean_length(texts_of(dev, task)) * len(dev) / speed.words_per_second
+                         + SEARCH_OVERHEAD * extra.get("train", 0.0) * _mean_length(train_texts)
+                         / speed.words_per_second)
     attack_seconds, queries = None, 0.0
     if eval_data is not None:
-        queries = _queries(run, texts_of(eval_data, task))
+        attacked_texts = texts_of(eval_data, task)
+        queries, length = _queries(run, attacked_texts)
         overhead = SEARCH_OVERHEAD if run.recipe.query_cost_per_word else 1.0
-        attack_seconds = (speed.load_seconds + overhead * queries / speed.forward_per_second
-                          + extra.get("attack", 0.0) / speed.forward_per_second)
+        attack_seconds = (speed.load_seconds + run.recipe.load_seconds + overhead * length / speed.words_per_second
+                          + extra.get("attack", 0.0) * _mean_length(attacked_texts) / speed.words_per_second)
     return CostEstimate(train_seconds, attack_seconds, len(train), attacked, str(device), queries,
                         builds=resource_builds(run), measuring_seconds=measuring)
 
@@ -210,11 +219,21 @@ def process_seconds() -> float | None:
     return max(uptime - started_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
-def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> float:
+def query_length(text: tuple[str, ...]) -> int:
+    """The unit of inference cost: a query's words, plus one per field (its separator token)."""
+    return sum(len(field.split()) + 1 for field in text)
+
+
+def _mean_length(texts: list[tuple[str, ...]]) -> float:
+    return sum(map(query_length, texts)) / len(texts) if texts else 0.0
+
+
+def _queries(run: ResolvedRun, texts: list[tuple[str, ...]]) -> tuple[float, float]:
+    """The attack's model queries on `texts`, and their total `query_length` (a variant is about as long as its
+    text: word attacks swap words; the importance step's deletions are one word shorter)."""
     per_word = run.recipe.query_cost_per_word if run.recipe is not None else 0.0
-    if not per_word:
-        return float(len(texts))
-    return sum(1 + per_word * len(text[-1].split()) for text in texts)  # word attacks perturb the last field
+    counts = [1 + per_word * len(text[-1].split()) for text in texts]  # word attacks perturb the last field
+    return sum(counts), sum(n * query_length(text) for n, text in zip(counts, texts))
 
 
 def model_speed(run: ResolvedRun, device: torch.device, train, dev, persist: bool,
@@ -301,8 +320,9 @@ def code_version() -> str:
 
 def measure_speed(run: ResolvedRun, device: torch.device, train, dev) -> ModelSpeed:
     """Time model loading, optimisation steps and attack-shaped predictions on real examples, each after a
-    small warm-up: at most TIMED_STEPS steps and TIMED_TEXTS texts, stopping once TIMING_BUDGET seconds are spent
-    (so a slow model, IM-BERT, is timed on one step and MIN_QUERIES queries)."""
+    small warm-up: at most TIMED_STEPS steps and TIMED_TEXTS texts, starting none (past the first step and
+    MIN_QUERIES queries) that would end after TIMING_BUDGET seconds at the rate so far (so a slow model, IM-BERT, is
+    timed on one step and about MIN_QUERIES queries)."""
     from robench.classifier.backbone import load_tokenizer
     from robench.classifier.victim import Victim, defended
     from robench.training.loop import make_optimizer, training_context
@@ -321,24 +341,30 @@ def measure_speed(run: ResolvedRun, device: torch.device, train, dev) -> ModelSp
     step = functools.partial(_timed_step, run, tokenizer, objective, optimizer, scheduler, device)
     step(subset(sample, min(len(sample), WARMUP_EXAMPLES), 0))  # warm-up
     times = [step(sample)]
-    while len(times) < TIMED_STEPS and sum(times) < TIMING_BUDGET:
+    while len(times) < TIMED_STEPS and _within_budget(sum(times), sum(times) / len(times)):
         times.append(step(sample))
 
     victim = Victim(model, tokenizer, device, max_length=spec.train.max_length)
-    texts = texts_of(subset(dev, min(len(dev), WARMUP_EXAMPLES + TIMED_TEXTS), 0), task)
-    victim.predict([variant for text in texts[:WARMUP_EXAMPLES] for variant in leave_one_out(text)])  # warm-up
-    queries, seconds = 0, 0.0
-    for text in texts[WARMUP_EXAMPLES:]:  # one text's variants per call, as an attack asks them
-        if queries >= MIN_QUERIES and seconds >= TIMING_BUDGET:
-            break
+    texts = texts_of(subset(dev, min(len(dev), 1 + TIMED_TEXTS), 0), task)
+    victim.predict(leave_one_out(texts[0])[:WARMUP_QUERIES])  # warm-up
+    queries, length, seconds = 0, 0, 0.0
+    for text in texts[1:]:  # one text's variants per call, as an attack asks them
         variants = leave_one_out(text)
+        call_length = sum(map(query_length, variants))
+        if queries >= MIN_QUERIES and not _within_budget(seconds, call_length * seconds / length):
+            break
         start = time.perf_counter()
         victim.predict(variants)
         seconds += time.perf_counter() - start
-        queries += len(variants)
+        queries, length = queries + len(variants), length + call_length
     # a defence that answers each query with several forward passes (SAFER's vote): its rate per query
-    rate = queries / seconds / getattr(defended(victim, run.settings), "forwards_per_query", 1)
-    return ModelSpeed(seconds_per_step=sum(times) / len(times), forward_per_second=rate, load_seconds=load_seconds)
+    rate = length / seconds / getattr(defended(victim, run.settings), "forwards_per_query", 1)
+    return ModelSpeed(seconds_per_step=sum(times) / len(times), words_per_second=rate, load_seconds=load_seconds)
+
+
+def _within_budget(spent: float, next_one: float) -> bool:
+    """Whether a step or call expected to take `next_one` seconds, started after `spent`, ends within the budget."""
+    return spent + next_one <= TIMING_BUDGET
 
 
 def _timed_step(run: ResolvedRun, tokenizer, objective, optimizer, scheduler, device: torch.device, sample) -> float:
