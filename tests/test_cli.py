@@ -33,6 +33,20 @@ def test_bad_names_and_values(capsys, base, args, message):
     assert code == 2 and message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["run", "--modle", "bert"], "robench run: error: unrecognized arguments: --modle (did you mean --model?) bert"),
+    (["run", "--seeed=3"], "robench run: error: unrecognized arguments: --seeed=3 (did you mean --seed?)"),
+    (["bench", "estimate", "--modls", "bert"], "robench bench estimate: error: unrecognized arguments: --modls "
+                                               "(did you mean --models?) bert"),
+    (["show", "a", "b"], "robench show: error: unrecognized arguments: b"),
+])
+def test_an_unknown_flag_is_an_error_of_its_command_with_the_nearest_flag(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = " ".join(capsys.readouterr().err.split())
+    assert exit_.value.code == 2 and message in err and f"usage: robench {argv[0]}" in err
+
+
 def test_missing_data_dir(capsys, base, tmp_path):
     base[base.index("--data-dir") + 1] = str(tmp_path / "nowhere")
     code, err = _run(capsys, "run", *base)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import importlib
 import logging
@@ -43,6 +44,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The parsed command line; an unknown flag is an error of the (sub-)command it was given to, with its usage
+    and the nearest flag it knows (`robench run: error: unrecognized arguments: --modle (did you mean --model?)`)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = _command_parser(parser, args)
+        known = [o for action in command._actions for o in action.option_strings if o.startswith("--")]
+        hints = [f"{flag} (did you mean {match[0]}?)" if flag.startswith("--") and
+                 (match := difflib.get_close_matches(flag.split("=", 1)[0], known, n=1)) else flag for flag in extra]
+        command.error(f"unrecognized arguments: {' '.join(hints)}")
+    return args
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost sub-command's parser that `args` went through (`robench bench estimate`: bench's estimate)."""
+    while True:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, sub.dest, None) if sub is not None else None
+        if name not in (sub.choices if sub is not None else {}):
+            return parser
+        parser = sub.choices[name]
+
+
 INTERRUPTED = ("robench: interrupted; kept: finished checkpoints, finished records and every attacked example "
                "(re-run the same command to resume the attack); lost: a fine-tuning in progress, which restarts "
                "from the beginning")
@@ -72,7 +97,7 @@ def _error_line(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # read when transformers is imported, if ever
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     logger, phases = logging.getLogger("robench"), logging.getLogger("robench.phases")
     handler, phase_handler = _WarningLine(logging.WARNING), _PhaseLine(logging.INFO)
     logger.addHandler(handler)
