@@ -83,7 +83,6 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 import numpy as np
-import torch
 from robench.attacks.common import (
     apply_budget,
     check_threshold,
@@ -238,17 +237,19 @@ class MlmCandidates:
             ids += pieces
         return ids + [self.tokenizer.sep_token_id], spans
 
-    @torch.inference_mode()
     def _batch(self, fields: list[str]) -> list[list[list[str]]]:
+        import torch  # here, not at the top: naming the recipe (labels, `robench list`) needs no torch
+
         layouts = [self._layout(text) for text in fields]
         width = max(len(ids) for ids, _ in layouts)
         input_ids = torch.full((len(fields), width), self.tokenizer.pad_token_id, dtype=torch.long)
         mask = torch.zeros_like(input_ids)
         for row, (ids, _) in enumerate(layouts):
             input_ids[row, :len(ids)], mask[row, :len(ids)] = torch.tensor(ids), 1
-        logits = self.model(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).logits
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        top_logp, top_ids = logp.topk(self.params.k, dim=-1)
+        with torch.inference_mode():
+            logits = self.model(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            top_logp, top_ids = logp.topk(self.params.k, dim=-1)
         top_logp, top_ids = top_logp.cpu().numpy(), top_ids.cpu().numpy()
         words_of = [split_words(text) for text in fields]
         return [[self._words(word, span, top_logp[row], top_ids[row]) for word, span in zip(words, layout[1])]

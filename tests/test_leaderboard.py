@@ -332,8 +332,8 @@ def test_leaderboard_and_show_load_no_torch_datasets_or_scipy_stats(tmp_path):
     import sys
 
     runs = tmp_path / "runs"
-    for seed in (0, 1):  # two seeds (the t quantile), a black-box and a white-box attack (the sign test)
-        for attack in ("textfooler", "gradient-swap"):
+    for seed in (0, 1):  # two seeds (the t quantile), black-box and white-box attacks (the sign test); the labels
+        for attack in ("textfooler", "gradient-swap", "bert-attack"):  # read each recipe's defaults
             fake_run(runs, ["failed"] * 12 + ["successful"] * 6 + ["skipped"] * 2, seed=seed, attack=attack,
                      eval_size=20)
     run_id = next(runs.glob("*textfooler*.json")).stem
