@@ -197,6 +197,9 @@ def untrained_warnings(record) -> list[str]:
 
 
 def cmd_list(args) -> None:
+    import contextlib
+
+    from robench.core.progress import phase
     from robench.core.registry import TASKS
     from robench.engine.attack import ATTACKS
     from robench.training.defense import MODELS
@@ -208,11 +211,13 @@ def cmd_list(args) -> None:
         table.add_column("name")
         table.add_column("source")
         table.add_column("summary")
-        for entry in registry.entries():
-            obj = entry.obj if entry.entry_point is not None else entry.load()  # a plugin is imported when used
-            summary = getattr(obj, "summary", None) or getattr(obj, "note", "") if obj is not None else \
-                f"(lazy: {entry.entry_point.value})"
-            table.add_row(entry.name, entry.source, summary)
+        with phase(f"importing the built-in {name} for their summaries (torch: a few seconds)") \
+                if name == "models" else contextlib.nullcontext():
+            for entry in registry.entries():
+                obj = entry.obj if entry.entry_point is not None else entry.load()  # a plugin: imported when used
+                summary = getattr(obj, "summary", None) or getattr(obj, "note", "") if obj is not None else \
+                    f"(lazy: {entry.entry_point.value})"
+                table.add_row(entry.name, entry.source, summary)
         for pattern, obj in registry.families().items():  # e.g. transfer:RUN_ID
             table.add_row(pattern, "robench", getattr(obj, "summary", ""))
         Console().print(table)
