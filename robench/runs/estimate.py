@@ -47,7 +47,7 @@ SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profi
 SPEED_FORMAT = 9  # 2: attack-shaped queries; 3: more of them; 4: checksummed; 5: dated, code-versioned;
 # 6: keyed by the data's content; 7: two timed steps and 8 timed texts; 8: a small warm-up, timing bounded;
 # 9: predictions warmed up on WARMUP_QUERIES, no step or call started that would end past the budget, the
-# inference rate in words of query text (QUERY_LENGTH), not queries: the timed texts' lengths no longer set it
+# inference rate in words of query text (`query_length`), not queries: the timed texts' lengths no longer set it
 SPEED_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older measurement is taken again
 WARMUP_EXAMPLES = 2  # the warm-up step's batch
 WARMUP_QUERIES = 8  # at most: the warm-up predictions (one text's leave-one-word-out variants)
@@ -167,7 +167,7 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
         sizes = run.defense.epoch_sizes(run.model_params, len(train), spec.train.epochs)  # a2t adds examples
         steps = sum(math.ceil(n / spec.train.batch_size) for n in sizes)
         train_seconds = (speed.load_seconds + steps * speed.seconds_per_step
-                         + _mean_length(texts_of(dev, task)) * len(dev) / speed.words_per_second
+                         + sum(map(query_length, texts_of(dev, task))) / speed.words_per_second
                          + SEARCH_OVERHEAD * extra.get("train", 0.0) * _mean_length(train_texts)
                          / speed.words_per_second)
     attack_seconds, queries = None, 0.0
