@@ -949,7 +949,7 @@ def _claims_summary(paths: Paths, state: dict[str, Any]) -> str:
         lines.append(f"| {model} | {len(recs)} | {_mean_std(dev)} | {_mean_std(adv)} |")
     if "bert" in by_model and len(by_model) > 1:
         found = compare(group_settings(records), runs, "bert")
-        lines += ["", "| model - bert | seeds | points [95%] | detectable | Holm p | verdict | claim verdict |",
+        lines += ["", "| model - bert | seeds | points [95%] | D (80%, Holm) | Holm p | verdict | claim verdict |",
                   "|---|---|---|---|---|---|---|"]
         claim = _claim_verdict(found)
         lines += [_comparison_row(c, claim.get(id(c), "")) for c in found]
@@ -961,8 +961,9 @@ def _comparison_row(c, claim: str) -> str:
     """One `robench compare` row (robench.report.compare.Comparison) and the claim's verdict, if any."""
     d = c.difference
     interval = f"{100 * d.value:+.1f}" + ("" if d.low != d.low else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
-    return (f"| {c.setting.spec['model']} | {len(c.seeds)} | {interval} | {_number(100 * c.detectable, '.1f')} | "
-            f"{_number(c.adjusted_p, '.3g')} | {c.verdict} | {claim} |")
+    return (f"| {c.setting.spec['model']} | {len(c.seeds)} | {interval} | "
+            f"{_number(100 * c.detectable_adjusted, '.1f')} | {_number(c.adjusted_p, '.3g')} | {c.verdict_text} | "
+            f"{claim} |")
 
 
 def _number(value: float, spec: str) -> str:
@@ -974,16 +975,21 @@ def _mean_std(values: list[float]) -> str:
 
 
 def _claim_verdict(found: list) -> dict[int, str]:
-    """IM-BERT's claim (+8.3 points) judged as studies/claims.py judges the CPU records: refuted when the paired
-    test of +8.3 points has p < 0.05 (one claim: Holm changes nothing). The lend of 2026-12-04 passed 8.3 itself
-    as that p-value, so its summary said "not distinguishable" where the test refuted the claim."""
+    """IM-BERT's claim (+8.3 points) judged as studies/claims.py judges the CPU records: smaller than claimed when
+    the paired test of +8.3 points has p < 0.05 (one claim: Holm changes nothing). The lend of 2026-12-04 passed 8.3
+    itself as that p-value, so its summary gave no verdict where the test rejected the claim."""
     import importlib.util
 
     loader = importlib.util.spec_from_file_location("reference_claims", CLAIMS_SCRIPT)
     claims = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(claims)
-    return {id(c): f"{IMBERT_CLAIM[0]}: {claims.verdict(c, claims.against_claim(c, IMBERT_CLAIM[1]))}"
+    return {id(c): f"{IMBERT_CLAIM[0]}: {claims.verdict(c, *_claimed(claims, c))}"
             for c in found if c.setting.spec["model"] == "imbert"}
+
+
+def _claimed(claims, c) -> tuple[float, float]:
+    """The claimed size and the p-value of the test of it (`studies/claims.py`'s `verdict` arguments)."""
+    return IMBERT_CLAIM[1], claims.against_claim(c, IMBERT_CLAIM[1])
 
 
 def _cpu_claim() -> str:

@@ -272,7 +272,7 @@ def test_the_claim_verdict_tests_the_claimed_size():
             asked.append(difference)
             return 0.01
 
-    c = SimpleNamespace(verdict="not distinguishable from the baseline", adjusted_p=0.125, test=PairedTest(),
+    c = SimpleNamespace(verdict="inconclusive", adjusted_p=0.125, test=PairedTest(),
                         difference=SimpleNamespace(value=0.027), setting=SimpleNamespace(spec={"model": "imbert"}))
-    assert _module()._claim_verdict([c]) == {id(c): "IM-BERT, AdvGLUE-sst2, +8.3 points: refuted"}
+    assert _module()._claim_verdict([c]) == {id(c): "IM-BERT, AdvGLUE-sst2, +8.3 points: smaller than claimed"}
     assert asked == [pytest.approx(0.083)]

@@ -34,6 +34,22 @@ def test_runs_differing_in_eval_size_or_an_attack_parameter_are_separate_rows(tm
     assert [table.loc[0, f"textfooler {label}.examples"] for label in labels] == [10, 20, 10]
 
 
+def test_a_smaller_run_of_one_attack_sets_no_headline_number(tmp_path):
+    """A 10-example smoke run of freelb beside both models' 40-example runs (issue 61): the board ranks on the
+    larger runs; the smoke run (all broken) neither sets freelb's worst case or rank nor leaves bert, which has
+    no such run, unranked."""
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        fake_run(runs, ["failed"] * 30 + ["successful"] * 10, model="bert", seed=seed, eval_size=40)
+        fake_run(runs, ["failed"] * 20 + ["successful"] * 20, model="freelb", seed=seed, eval_size=40)
+    fake_run(runs, ["successful"] * 10, model="freelb", seed=0, eval_size=10)
+    table, _, _ = write_leaderboard(tmp_path)
+    rows = table.set_index("model")
+    assert list(table["model"]) == ["bert", "freelb"] and list(table["rank"]) == [1, 2]
+    assert set(rows["rank_by"]) == {"worst_case_accuracy"}
+    assert list(rows["rank_accuracy"]) == [0.75, 0.5] and rows.loc["freelb", "worst_case_accuracy_mean"] == 0.5
+
+
 def test_the_field_s_setting_and_natural_are_separate_rows_and_columns(tmp_path):
     """One attack under `textdefender` and under `natural` (issue 43): never merged, each named by its setting."""
     runs = tmp_path / "runs"
@@ -109,7 +125,8 @@ def test_leaderboard_with_a_baseline(tmp_path, capsys):
                          ((tmp_path / "settings.md").read_text(), "robust_accuracy vs bert")):
         # smart is bert exactly: every difference 0, so no variation and no verdict (issue 46), not "p=1 Holm 1"
         assert f"| {column} |" in text and "+20.0 [" in text and "+0.0 (no variation) |" in text
-        assert text.count(" *") == 1 and "family of 2 comparisons" in text
+        assert text.count("(exploratory, 2): more robust than the baseline (D ") == 1
+        assert "exploratory: 2 comparisons" in text
     rows = table.set_index("model")
     assert rows.loc["freelb", "textfooler.robust_accuracy_diff_verdict"] == "more robust than the baseline"
     assert rows.loc["freelb", "textfooler.robust_accuracy_diff_p_holm"] >= rows.loc["freelb",

@@ -324,16 +324,16 @@ def test_a_cell_marks_exactly_the_verdict_the_statistics_gave():
     """The mark comes from the verdict itself, not from words found in it: a verdict that only mentions
     "more robust" (or any text the statistics never give) is no "more robust" mark."""
     from robench.report.leaderboard_page import verdict
-    from robench.report.stats import INSUFFICIENT, LESS_ROBUST, MORE_ROBUST, NOT_DISTINGUISHABLE
+    from robench.report.stats import INSUFFICIENT, LESS_ROBUST, MORE_ROBUST, inconclusive_text
 
     def mark(said, diff=0.02):
         row = {"robust_accuracy_diff": diff, "robust_accuracy_diff_verdict": said}
         return verdict(row, "bert")
 
-    assert [mark(v)[:2] for v in (MORE_ROBUST, LESS_ROBUST, NOT_DISTINGUISHABLE, INSUFFICIENT)] == [
+    assert [mark(v)[:2] for v in (MORE_ROBUST, LESS_ROBUST, inconclusive_text(0.05), INSUFFICIENT)] == [
         ("up", "▲"), ("down", "▼"), ("same", "≈"), ("unsure", "?")]
     for said in ("not more robust than the baseline", "more robust than the baseline (insufficient seeds)",
-                 "Less Robust", None):
+                 "Less Robust", "inconclusively more robust", "smaller than claimed", None):
         assert mark(said)[:2] == ("unsure", "?")
-    assert mark(MORE_ROBUST)[2].endswith(f"points vs bert: {MORE_ROBUST}")
+    assert mark(MORE_ROBUST)[2] == f"+2.0 ({MORE_ROBUST}) (points vs bert)"
     assert mark(MORE_ROBUST, diff=float("nan")) is None

@@ -12,6 +12,8 @@ from robench.core.packed import unpack
 from robench.report.stats import INSUFFICIENT, MIN_SEEDS, paired_arrays, verdict
 from robench.report.verdict_simulation import (
     FITTED,
+    FITTED_FROM,
+    adjusted_power,
     detectable_power,
     familywise_rate,
     fit,
@@ -63,6 +65,19 @@ def test_the_printed_detectable_difference_is_found_with_80_percent_power(seeds)
     assert 0.75 <= power <= 0.85, f"power {power:.3f} at {seeds} seeds, {100 * true:.1f} points"
 
 
+@pytest.mark.parametrize("design, examples", [("advglue", 148), ("word-level", 300)])
+@pytest.mark.parametrize("seeds, family", [(4, 25), (5, 25), (5, 10)])
+def test_the_printed_adjusted_detectable_is_found_with_80_percent_power(design, examples, seeds, family):
+    """The D printed beside a Holm-adjusted verdict (`Comparison.detectable_adjusted`, at Holm's first step): one
+    model better by the median printed D, in a family of `family` comparisons with one shared baseline whose
+    other models are equally robust, each family Holm-adjusted and judged as `robench compare` judges it: called
+    more robust in 75-85% of 600 families (Monte-Carlo sd 1.6 points), on the reference's AdvGLUE and word-level
+    (TextFooler, v3) fits. The unadjusted detectable found only 7.5-28.9% there (issue 58)."""
+    true, printed, power, _ = adjusted_power(FITTED[design], seeds, examples, family, 600, 7 * seeds + family)
+    assert printed == pytest.approx(true, rel=0.06)
+    assert 0.75 <= power <= 0.85, f"power {power:.3f} at {seeds} seeds, family {family}, {100 * true:.1f} points"
+
+
 def test_the_rule_finds_a_five_point_difference_at_ten_seeds():
     rate, _ = rejection_rate(FITTED["advglue"], 10, 300, 500, 7, shift=(0.05, 0.0))
     assert rate > 0.95
@@ -71,9 +86,19 @@ def test_the_rule_finds_a_five_point_difference_at_ten_seeds():
 def test_the_fitted_constants_are_the_fit_of_the_reference_records(tmp_path):
     outcomes = reference_outcomes(unpack(REFERENCE, tmp_path))
     for name, model in FITTED.items():
+        if FITTED_FROM[name] != "v2":
+            continue
         fitted = asdict(fit(outcomes[name]).model)
         for key, value in asdict(model).items():
             assert fitted[key] == pytest.approx(value, abs=0.002), (name, key)
+
+
+def test_the_word_level_fit_is_the_fit_of_the_v3_textfooler_records(tmp_path):
+    outcomes = reference_outcomes(unpack(REFERENCE.parents[1] / "reference", tmp_path))["textfooler"]
+    assert outcomes.shape == (5, 5, 300)  # the models with seeds 0-4 (pgd and ascc have 4)
+    fitted = asdict(fit(outcomes).model)
+    for key, value in asdict(FITTED["word-level"]).items():
+        assert fitted[key] == pytest.approx(value, abs=0.002), key
 
 
 @pytest.mark.parametrize("fitted, examples", [("advglue", 148), ("advglue", 300), ("textfooler", 300)])

@@ -78,8 +78,9 @@ def test_my_checkpoint_beside_the_reference_in_one_command(capsys, settings, whe
     assert sum(line.startswith("| sst2 |") for line in rows) == 2  # bert's published row and mine
     table = {r["model"]: r for r in _csv(board / "leaderboard.csv")}
     assert table["bert"]["seeds"] == "5" and float(table[mine.spec["model"]]["advglue.robust_accuracy_diff_seeds"]) == 5
-    assert table[mine.spec["model"]]["advglue.robust_accuracy_diff_verdict"] in (
-        "more robust than the baseline", "less robust than the baseline", "not distinguishable from the baseline")
+    said = table[mine.spec["model"]]["advglue.robust_accuracy_diff_verdict"]
+    assert said in ("more robust than the baseline", "less robust than the baseline") or \
+        said.startswith("inconclusive: differences up to ")
     assert mine.spec["model"] in (settings.results_dir / "board.html").read_text()
     assert not list((settings.results_dir / "runs").glob("*.html"))  # run pages only when asked
 

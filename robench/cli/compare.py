@@ -31,41 +31,40 @@ def cmd_compare(args) -> None:
 def _compare(args, runs_dir, data_dir) -> None:
     from robench.report.compare import compare, group_settings, nothing_compared
     from robench.report.leaderboard import load_records
+    from robench.report.reference import BASELINE, published_among
     from robench.report.stats import MIN_SEEDS
     from robench.report.untrained import untrained_runs
 
     records = load_records(runs_dir)
     groups = group_settings(records.current)
     untrained = untrained_runs(records.current, runs_dir, data_dir)
-    found = compare(groups, runs_dir, args.baseline, untrained)
-    family = found[0].family if found else 0
+    published = published_among(records.current) if args.baseline == BASELINE else None  # its verdicts stay
+    found = compare(groups, runs_dir, args.baseline, untrained, published)
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
                         f"examples (95% interval and p-value under crossed seed x example effects, the seed part "
-                        f"random on its S - 1 df; Holm over the family of {family} comparisons; a verdict needs "
-                        f"{MIN_SEEDS} seeds; detectable: the difference one such test finds with 80% power at alpha "
-                        "0.05)")
+                        f"random on its S - 1 df); Holm over the comparison's family (its name and size); a "
+                        f"verdict needs {MIN_SEEDS} seeds. D: the difference the verdict finds with 80% power (at "
+                        "Holm's first step, alpha 0.05 / family size: a conservative bound; one unadjusted test's: "
+                        "leaderboard.csv, `_detectable`)")
     audit = ("swaps syn/infl/ant/unl % (model | baseline)",)  # the validity audit (robench.report.validity)
-    for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "detectable",
-                 "p", "Holm p", "verdict", *audit):
-        table.add_column(name, justify="right" if name in ("seeds", "examples", "detectable", "p", "Holm p")
-                         else "left",
-                         no_wrap=name == "verdict")
+    right = ("seeds", "examples", "D", "p", "Holm p")
+    for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "p", "family",
+                 "Holm p", "D", "verdict", *audit):
+        table.add_column(name, justify="right" if name in right else "left", no_wrap=name in ("family", "verdict"))
     order = sorted(found, key=lambda c: (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                          c.setting.spec["model"]))
     for c in order:
         d = c.difference
         table.add_row(*(plain(v) for v in (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                            c.setting.spec["model"])),  # names from records: no markup, no controls
-                      _seeds(c), str(c.examples),
-                      _interval(d), _points(c.detectable), _p(c.p_value), _p(c.adjusted_p), c.verdict,
+                      _seeds(c), str(c.examples), _interval(d), _p(c.p_value), c.family_label, _p(c.adjusted_p),
+                      _points(c.detectable_adjusted), c.verdict_text,
                       f"{audit_cell(c.setting.records)} | {audit_cell(c.baseline.records)}")
-    Console(width=200).print(table)
+    Console(width=230).print(table)
     if not found:
         print(nothing_compared(groups, args.baseline))
     else:
-        print(f"family: {family} comparisons, Holm-adjusted together (one without a p-value counts with p = 1); "
-              "p-values are deterministic quadratures, so they carry no Monte-Carlo error and no verdict depends on "
-              "a random seed")
+        print(family_note(found))
         if any(c.single for c in found):
             print("seeds \"1 vs ...\": one checkpoint of your own against the baseline's seeds on the same examples "
                   "(is it inside their spread? docs/guide/statistics.md, \"One checkpoint against the baseline's "
@@ -74,6 +73,23 @@ def _compare(args, runs_dir, data_dir) -> None:
         print(f"warning: {run_id}: {warning}; its seed is left out of every comparison")
     if records.note:
         print(records.note)
+
+
+def family_note(found) -> str:
+    """What each family of `found` is, with its size."""
+    from robench.report.compare import CLAIMS, YOURS
+
+    what = {CLAIMS: "the published protocol's pre-specified claims, Holm over all of them (their verdicts as "
+                    "published in results/reference/claims.md)",
+            YOURS: "your runs against the published baseline, Holm among themselves (the published rows keep "
+                   "their published p-values)"}
+    sizes = dict.fromkeys(sorted({c.family_name for c in found}, key=lambda n: (n != "exploratory", n)))
+    for c in found:
+        sizes[c.family_name] = c.family
+    lines = [f"family {name}: {size} comparisons, {what.get(name, 'Holm-adjusted together')}"
+             for name, size in sizes.items()]
+    return "\n".join(lines + ["one without a p-value counts with p = 1; p-values are deterministic quadratures, so "
+                              "they carry no Monte-Carlo error and no verdict depends on a random seed"])
 
 
 def _seeds(c) -> str:

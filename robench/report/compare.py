@@ -5,8 +5,15 @@ seed) by `robench.report.identity.one_per_seed`. `intervals` gives a setting's 9
 accuracy, accuracy under attack and attack success rate (crossed seeds x examples). `compare` pairs each
 model's setting with the baseline model's at the same setting otherwise: the difference in accuracy under
 attack over matched training seeds and the examples every seed of both attacked, its t interval and p-value
-under crossed random seed and example effects, Holm's adjustment over the family of every comparison made,
-and the verdict (`robench.report.stats`, docs/guide/statistics.md).
+under crossed random seed and example effects, Holm's adjustment over its family, and the verdict with the
+difference that verdict detects with 80% power (`robench.report.stats`, docs/guide/statistics.md).
+
+Families (each comparison is in exactly one): without a published protocol every comparison made is one
+exploratory family. Over a shipped protocol's records (`Published`: `robench compare --results-dir
+results/reference`, or `--with-reference`), a published comparison that is one of the protocol's pre-specified
+claims keeps the claims family's published p-value and verdict (results/reference/claims.json), the other
+published comparisons form the protocol's exploratory family (so their Holm p-values are the published ones),
+and the user's comparisons form their own family: adding a run changes no published verdict.
 """
 from __future__ import annotations
 
@@ -20,7 +27,9 @@ from robench.core.records import RunRecord, read_examples
 from robench.report.identity import attack_setting_id, one_per_seed, peer_id, setting_id, setting_label
 from robench.report.single import single_arrays
 from robench.report.stats import (
+    ALPHA,
     FAILED,
+    INCONCLUSIVE,
     INSUFFICIENT,
     INTERVAL_METRICS,
     LESS_ROBUST,
@@ -37,12 +46,18 @@ from robench.report.stats import (
     Estimate,
     PairedTest,
     detectable_difference,
+    family_alpha,
     holm,
+    inconclusive_text,
     outcome_matrix,
     paired_test,
     proportion_intervals,
     verdict,
 )
+
+EXPLORATORY = "exploratory"  # every comparison made, or a published protocol's comparisons that are not claims
+CLAIMS = "claims"  # a published protocol's pre-specified claims (confirmatory; results/reference/claims.json)
+YOURS = "your runs"  # your comparisons beside a published protocol (`--with-reference`)
 
 STATUS = {"skipped": SKIPPED, "failed": FAILED, "successful": SUCCESSFUL}  # "error" rows are left out
 
@@ -108,14 +123,40 @@ class Comparison:
     test: PairedTest | None = None  # the paired test (None below two seeds or two examples, and for `single`)
     excluded: tuple[int, ...] = ()  # seeds left out: either model's checkpoint did not train (`untrained`)
     single: bool = False  # one given checkpoint against the baseline's seeds (`seeds`: the baseline's), `single`
-    single_detectable: float = float("nan")  # `single`: the difference its test finds with 80% power
+    scale: tuple[float, float, int] | None = None  # (se, seed share, seed df) of the test: sizes `detectable_at`
+    family_name: str = EXPLORATORY  # EXPLORATORY, CLAIMS or YOURS
+    published_verdict: str | None = None  # a published claim's verdict (claims.json), kept as published
+
+    def detectable_at(self, alpha: float) -> float:
+        """The difference the test finds with 80% power at level `alpha` (nan without a test or variation)."""
+        if self.scale is None or not self.scale[0] > 0:
+            return float("nan")
+        return detectable_difference(*self.scale, alpha=alpha)
 
     @property
     def detectable(self) -> float:
-        """The difference the test finds with 80% power at ALPHA (one comparison; nan without a test)."""
-        if self.single:
-            return self.single_detectable
-        return self.test.detectable if self.test is not None and self.test.varies else float("nan")
+        """The difference this test alone (unadjusted, at ALPHA) finds with 80% power."""
+        return self.detectable_at(ALPHA)
+
+    @property
+    def detectable_adjusted(self) -> float:
+        """The difference the printed verdict, Holm-adjusted over its family, finds with at least 80% power: the
+        test at Holm's first step, ALPHA / family (`robench.report.stats.family_alpha`)."""
+        return self.detectable_at(family_alpha(self.family))
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict as printed: inconclusive with its D (`robench.report.stats.inconclusive_text`), a published
+        claim's verdict as published, else `verdict`."""
+        if self.published_verdict is not None:
+            return self.published_verdict
+        said = self.verdict
+        return inconclusive_text(self.detectable_adjusted) if said == INCONCLUSIVE else said
+
+    @property
+    def family_label(self) -> str:
+        """"exploratory, 22": the family's name and size."""
+        return f"{self.family_name}, {self.family}"
 
     @property
     def verdict(self) -> str:
@@ -138,13 +179,30 @@ class Comparison:
         return self.verdict in (MORE_ROBUST, LESS_ROBUST)
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a shipped protocol published (`robench.report.reference.published`): the run ids of its records, and
+    its pre-specified claims (results/reference/claims.json rows of its records) by `claim_key`."""
+
+    protocol: str
+    run_ids: frozenset[str]
+    claims: Mapping[tuple, Mapping]
+
+
+def claim_key(c: Comparison) -> tuple:
+    """What names a claim's comparison: (task, model, attack, training sentences) of the defence's setting."""
+    spec = c.setting.spec
+    return spec["task"], spec["model"], spec["attack"], spec.get("train_size")
+
+
 def compare(settings: list[Setting], runs_dir: Path, baseline: str,
-            untrained: Mapping[str, str] | None = None) -> list[Comparison]:
+            untrained: Mapping[str, str] | None = None, published: Published | None = None) -> list[Comparison]:
     """Every non-baseline setting paired with each baseline setting that differs from it only in the model (a
-    single given checkpoint without such a peer: against the baseline's seeds attacked alike, `single`); the
-    family is every comparison returned, and each with a p-value gets its Holm-adjusted p-value. A seed at which
-    either model's checkpoint did not train (`untrained`: run id -> warning; by default
-    `robench.report.untrained.untrained_runs` of the settings' records) is left out of the pair."""
+    single given checkpoint without such a peer: against the baseline's seeds attacked alike, `single`), each
+    with a p-value Holm-adjusted over its family: every comparison returned, or with `published`, the families
+    of `published_families`. A seed at which either model's checkpoint did not train (`untrained`: run id ->
+    warning; by default `robench.report.untrained.untrained_runs` of the settings' records) is left out of the
+    pair."""
     bases: dict[str, list[Setting]] = {}
     for s in settings:
         if s.spec["model"] == baseline:
@@ -167,7 +225,31 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str,
             out += [paired(s, b, runs_dir, untrained) for b in peers]
         elif len(s.records) == 1 and s.spec.get("checkpoint") is not None:  # one checkpoint of your own
             out += [single(s, b, runs_dir, untrained) for b in by_attack.get(attack_setting_id(s.records[0]), [])]
-    return with_holm(out)
+    return with_holm(out) if published is None else published_families(out, published)
+
+
+def published_families(comparisons: list[Comparison], published: Published) -> list[Comparison]:
+    """`comparisons` (in their order) in three families: a published comparison (all its records are the
+    protocol's) that is a pre-specified claim keeps the claims family's published adjusted p-value, size and
+    verdict; the other published ones are Holm-adjusted among themselves (EXPLORATORY: the published family,
+    whatever else is compared); the rest, the user's, among themselves (YOURS)."""
+    def is_published(c: Comparison) -> bool:
+        return {r.run_id for r in (*c.setting.records, *c.baseline.records)} <= published.run_ids
+
+    kinds = [YOURS if not is_published(c) else CLAIMS if claim_key(c) in published.claims else EXPLORATORY
+             for c in comparisons]
+    adjusted: dict[int, Comparison] = {}
+    for kind in (EXPLORATORY, YOURS):
+        members = [i for i, k in enumerate(kinds) if k == kind]
+        adjusted.update(zip(members, with_holm([comparisons[i] for i in members], kind)))
+    return [adjusted.get(i) or as_claim(c, published.claims[claim_key(c)]) for i, c in enumerate(comparisons)]
+
+
+def as_claim(c: Comparison, claim: Mapping) -> Comparison:
+    """`c` as the claims family published it (a claims.json row): its adjusted p-value, family size and verdict."""
+    holm_p = claim.get("holm_p")
+    return replace(c, adjusted_p=float("nan") if holm_p is None else holm_p, family=int(claim["family"]),
+                   family_name=CLAIMS, published_verdict=claim["verdict"])
 
 
 def nothing_compared(settings: list[Setting], baseline: str) -> str:
@@ -180,12 +262,14 @@ def nothing_compared(settings: list[Setting], baseline: str) -> str:
     return f"no other model has runs at a setting where {baseline} has"
 
 
-def with_holm(comparisons: list[Comparison]) -> list[Comparison]:
-    """`comparisons` with their Holm-adjusted p-values over the family of all of them: one without a p-value
-    (no shared seeds, too few examples, one seed, no variation) counts in the family with p = 1."""
+def with_holm(comparisons: list[Comparison], name: str = EXPLORATORY) -> list[Comparison]:
+    """`comparisons` with their Holm-adjusted p-values over the family `name` of all of them: one without a
+    p-value (no shared seeds, too few examples, one seed, no variation) counts in the family with p = 1."""
+    if not comparisons:
+        return []
     adjusted = holm([1.0 if math.isnan(c.p_value) else c.p_value for c in comparisons])
-    return [replace(c, adjusted_p=float("nan") if math.isnan(c.p_value) else a, family=len(comparisons))
-            for c, a in zip(comparisons, adjusted)]
+    return [replace(c, adjusted_p=float("nan") if math.isnan(c.p_value) else a, family=len(comparisons),
+                    family_name=name) for c, a in zip(comparisons, adjusted)]
 
 
 def paired(setting: Setting, baseline: Setting, runs_dir: Path,
@@ -216,7 +300,7 @@ def paired(setting: Setting, baseline: Setting, runs_dir: Path,
         return Comparison(setting, baseline, tuple(pairs), complete.shape[1], Estimate(value, nan, nan), nan,
                           excluded=excluded)
     return Comparison(setting, baseline, tuple(pairs), test.examples, test.difference, test.p_value, test=test,
-                      excluded=excluded)
+                      excluded=excluded, scale=(test.se, test.seed_share, test.seeds - 1))
 
 
 def single(setting: Setting, baseline: Setting, runs_dir: Path,
@@ -242,9 +326,8 @@ def single(setting: Setting, baseline: Setting, runs_dir: Path,
         return Comparison(setting, baseline, seeds, complete.shape[1], Estimate(nan, nan, nan), nan,
                           excluded=excluded, single=True)
     value, low, high, se, df, p = (float(x) for x in single_arrays(complete[0], complete[1:]))
-    detectable = detectable_difference(se, 1.0, int(df)) if se > 0 else nan  # seed share 1: Student's t on df
     return Comparison(setting, baseline, seeds, complete.shape[1], Estimate(value, low, high), p, excluded=excluded,
-                      single=True, single_detectable=detectable)
+                      single=True, scale=(se, 1.0, int(df)))  # seed share 1: Student's t on df
 
 
 def _same_texts(runs_dir: Path, mine: RunRecord, theirs: RunRecord) -> None:

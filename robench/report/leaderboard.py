@@ -29,7 +29,9 @@ attack setting, columns prefixed with the setting's name and a dot (`setting_nam
 `clean_accuracy` on the attacked examples, `attack_success_rate`, `accuracy_drop`, `dev_minus_robust`,
 `perturbed_word_rate`, the validity rates, `avg_words_per_input`, `avg_queries`), `setting_id`, and with a
 baseline the DIFF columns (paired difference in accuracy under attack from the baseline, its interval, p,
-Holm p, matched seeds, verdict, family size). A prefixed column that no checkpoint has a value in is left out.
+Holm p, matched seeds, verdict, family size and name, the difference the verdict finds with 80% power at Holm's
+first step, and the one the unadjusted test alone finds). A prefixed column that no checkpoint has a value in is left
+out.
 
 `settings.csv` columns: ROW, then every metric's `_mean`, `_std` (and `_ci_low`, `_ci_high`), LABELS, IDS,
 with a baseline `baseline` and DIFF (before `setting_id`), the worst case and masking flags of the row's
@@ -48,6 +50,7 @@ Units: every accuracy, drop and rate in both CSVs is a fraction in [0, 1] (the M
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,9 +62,10 @@ from robench.core.hashing import content_hash
 from robench.core.packed import runs_to_read
 from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
 from robench.core.text import markdown_cell, spreadsheet_cell
-from robench.report.compare import Setting, compare, group_settings, intervals
+from robench.report.compare import Published, Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
-from robench.report.stats import ALPHA, INTERVAL_METRICS, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST, NO_VERDICT
+from robench.report.reference import BASELINE, published_among
+from robench.report.stats import ALPHA, INCONCLUSIVE, INTERVAL_METRICS, MIN_SEEDS, NO_VERDICT
 from robench.report.untrained import untrained_runs
 from robench.report.validity import VALIDITY_METRICS, validity_columns
 from robench.report.verify import record_fault
@@ -98,7 +102,9 @@ UNTRAINED_NOTE = (f"untrained seeds: their checkpoint did not train (the 95% low
                   "are left out of every comparison with the baseline")
 DIFF = ["robust_accuracy_diff", "robust_accuracy_diff_ci_low", "robust_accuracy_diff_ci_high",
         "robust_accuracy_diff_p", "robust_accuracy_diff_p_holm", "robust_accuracy_diff_seeds",
-        "robust_accuracy_diff_verdict", "robust_accuracy_diff_family"]  # with a baseline: model minus baseline
+        "robust_accuracy_diff_verdict", "robust_accuracy_diff_family",
+        "robust_accuracy_diff_family_name", "robust_accuracy_diff_detectable_holm",
+        "robust_accuracy_diff_detectable"]  # with a baseline: model minus baseline
 # `robench analyze` columns (leaderboard --with-analysis); an analysis does not depend on the attack
 ANALYSIS_KEYS = ["task", "model", "backbone", "train_size", "model_setting_id"]
 ANALYSIS_METRICS = ["shuffle_flip_rate", "shuffle_gold_prob_abs_change", "top1_share", "top3_share", "gini",
@@ -276,14 +282,17 @@ def with_untrained(table: pd.DataFrame, frame: pd.DataFrame, keys: list[str], un
 
 
 def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, baseline: str,
-                  untrained: dict[str, str] | None = None) -> pd.DataFrame:
+                  untrained: dict[str, str] | None = None, published: Published | None = None) -> pd.DataFrame:
     """`baseline` and the DIFF columns: accuracy under attack of the row's model minus the baseline's, at the
     same setting otherwise (paired over matched seeds and shared examples), the unadjusted and Holm-adjusted
-    p-values, the matched seeds, the verdict and the family size; empty for the baseline's rows."""
-    found = {c.setting.id: c for c in reversed(compare(settings, runs_dir, baseline, untrained))}
+    p-values, the matched seeds, the verdict (`Comparison.verdict_text`), the family's size and name and the
+    verdict's and the unadjusted test's detectable differences; empty for the baseline's rows. `published`: the
+    shipped protocol the records hold (`robench.report.compare.published_families`)."""
+    found = {c.setting.id: c for c in reversed(compare(settings, runs_dir, baseline, untrained, published))}
     cells = [found.get(sid) for sid in table["setting_id"]]
     values = [(c.difference.value, c.difference.low, c.difference.high, c.p_value, c.adjusted_p, len(c.seeds),
-               c.verdict, c.family) if c else (None,) * len(DIFF) for c in cells]
+               c.verdict_text, c.family, c.family_name, c.detectable_adjusted, c.detectable) if c else
+              (None,) * len(DIFF) for c in cells]
     table = table.copy()
     at = table.columns.get_loc("setting_id")
     table.insert(at, "baseline", baseline)
@@ -303,8 +312,9 @@ class Tables:
 def leaderboard_tables(records: Records, baseline: str | None = None,
                        cases: list[WorstCase] | None = None) -> Tables:
     """The leaderboards of `records`: per setting `aggregate`, then intervals, then the comparison with
-    `baseline`; per checkpoint the pivot of that (`checkpoint_table`), ranked; both with the worst case of
-    `cases` (`robench.report.worstcase.worst_cases`)."""
+    `baseline` (over a shipped protocol's records, `robench.report.reference.published_among`, its published
+    verdicts stay as published: `robench.report.compare.published_families`); per checkpoint the pivot of that
+    (`checkpoint_table`), ranked; both with the worst case of `cases` (`robench.report.worstcase.worst_cases`)."""
     frame = frame_of(records.current)
     if frame.empty:
         return Tables(pd.DataFrame(columns=CHECKPOINT[:2] + ["model", "backbone", "train_size", "model_setting_id"]),
@@ -314,7 +324,8 @@ def leaderboard_tables(records: Records, baseline: str | None = None,
     settings = with_untrained(with_intervals(aggregate(frame), groups, records.runs_dir), frame, ["setting_id"],
                               untrained)
     if baseline:
-        settings = with_baseline(settings, groups, records.runs_dir, baseline, untrained)
+        published = published_among(records.current) if baseline == BASELINE else None
+        settings = with_baseline(settings, groups, records.runs_dir, baseline, untrained, published)
     checkpoints = checkpoint_table(frame, settings)
     checkpoints = with_untrained(checkpoints, frame, ["task", "model_setting_id"], untrained)
     checkpoints = rank_checkpoints(with_worst_case(checkpoints, cases or []))
@@ -368,12 +379,14 @@ def rank_checkpoints(table: pd.DataFrame) -> pd.DataFrame:
     """`table` (one row per checkpoint) sorted by task and rank, with `rank`, `rank_by` and `rank_accuracy`:
     within a task, by worst-case accuracy under attack where every checkpoint has one, else by the lowest
     accuracy under a single attack; highest first, ties in order of dev accuracy, model, `model_setting_id`;
-    equal values share a rank. A checkpoint without a value, or without a result under some attack setting of
-    its task (its runs are still to land), has no rank and comes last. The page's order."""
+    equal values share a rank. Of one attack setting at several eval sizes only the largest counts
+    (`headline_columns`): a smaller run neither sets a rank nor leaves the others unranked. A checkpoint without
+    a value, or without a result under some attack setting of its task (its runs are still to land), has no rank
+    and comes last. The page's order."""
     robust = [c for c in table.columns if c.endswith(".robust_accuracy_mean")]
     parts = []
     for _, rows in table.groupby("task", sort=True):
-        attacked = rows[[c for c in robust if rows[c].notna().any()]].apply(pd.to_numeric)
+        attacked = rows[headline_columns(rows, [c for c in robust if rows[c].notna().any()])].apply(pd.to_numeric)
         complete = attacked.notna().all(axis=1)  # every attack setting of the task: else no rank yet
         worst = ("worst_case_accuracy_mean" in rows.columns
                  and rows.loc[complete, "worst_case_accuracy_mean"].notna().all())
@@ -389,6 +402,22 @@ def rank_checkpoints(table: pd.DataFrame) -> pd.DataFrame:
                                             rank_by="worst_case_accuracy" if worst else "lowest_robust_accuracy",
                                             rank_accuracy=value[index]))
     return pd.concat(parts, ignore_index=True) if parts else table.assign(rank=None, rank_by=None, rank_accuracy=None)
+
+
+def headline_columns(rows: pd.DataFrame, columns: list[str]) -> list[str]:
+    """Of `columns` (`<setting name>.robust_accuracy_mean`), per attack setting up to its eval size (the name
+    without `eval=N`), the one on the most examples per seed (`<setting name>.examples`): one eval set per
+    setting ranks the board."""
+    best: dict[str, tuple[float, str]] = {}
+    for column in columns:
+        name = column.removesuffix(".robust_accuracy_mean")
+        key = re.sub(r"\s*\beval=\d+", "", name).strip()
+        examples = pd.to_numeric(rows.get(f"{name}.examples", pd.Series(dtype=float))).max()
+        size = float(examples) if pd.notna(examples) else 0.0
+        if key not in best or size > best[key][0]:
+            best[key] = (size, column)
+    chosen = {column for _, column in best.values()}
+    return [c for c in columns if c in chosen]
 
 
 def checkpoint_markdown(table: pd.DataFrame) -> str:
@@ -476,12 +505,17 @@ def setting_markdown(table: pd.DataFrame) -> str:
 
 
 def _baseline_note(table: pd.DataFrame, family_columns: list[str]) -> str:
-    family = pd.concat([table[c] for c in family_columns if c in table.columns] or [pd.Series(dtype=float)]).dropna()
-    size = int(family.iloc[0]) if len(family) else 0
+    names = [c.removesuffix("_family") + "_family_name" for c in family_columns]
+    pairs = pd.concat([table[[n, c]].set_axis(["name", "size"], axis=1) for n, c in zip(names, family_columns)
+                       if c in table.columns and n in table.columns] or [pd.DataFrame(columns=["name", "size"])])
+    sizes = pairs.dropna().drop_duplicates("name").sort_values("name", key=lambda n: n != "exploratory")
+    families = "; ".join(f"{name}: {int(size)} comparisons" for name, size in zip(sizes["name"], sizes["size"]))
     return (f"p: the paired test (crossed seeds x examples, the seed part of the variance random on its S - 1 df); "
-            f"Holm: adjusted over the family of {size} comparisons; starred: more or less robust (Holm p < {ALPHA:g}, "
-            f"at least {MIN_SEEDS} matched seeds); in brackets why there is no verdict (insufficient seeds, no "
-            "shared seeds, too few examples, no variation)")
+            f"Holm: adjusted over the comparison's family, named in brackets with its size ({families or 'none'}); "
+            f"more or less robust: Holm p < {ALPHA:g} with at least {MIN_SEEDS} matched seeds; inconclusive: not, "
+            "and differences up to the printed D cannot be ruled out (D: the difference the verdict finds with 80% "
+            f"power, at Holm's first step, alpha {ALPHA:g} / family size); in brackets alone why there is no verdict "
+            "(insufficient seeds, no shared seeds, too few examples, no variation)")
 
 
 def _text(value) -> str:
@@ -510,20 +544,25 @@ def format_interval(mean: float | None, low: float, high: float, percent: bool, 
 
 
 def format_difference(row) -> str:
-    """A row's paired difference from the baseline: "+2.1 [-1.0, +5.2] p=0.21 Holm 0.63", starred when the
-    verdict is more or less robust, the reason in brackets where there is no verdict ("(insufficient seeds)")."""
+    """A row's paired difference from the baseline with its verdict, family and the verdict's detectable D:
+    "+2.1 [-1.0, +5.2] p=0.21 Holm 0.63 (exploratory, 22): inconclusive: differences up to 9.1 points cannot be
+    ruled out"; "... more robust than the baseline (D 7.5)" (a claim's verdict likewise); the reason alone where
+    there is no verdict ("–
+    (insufficient seeds)")."""
     diff, verdict = row.get("robust_accuracy_diff"), row.get("robust_accuracy_diff_verdict")
-    reason = f" ({verdict})" if verdict in NO_VERDICT else ""
     if diff is None or pd.isna(diff):
-        return "–" + reason
+        return "–" + (f" ({verdict})" if isinstance(verdict, str) and verdict else "")
     low, high = row.get("robust_accuracy_diff_ci_low"), row.get("robust_accuracy_diff_ci_high")
     text = f"{100 * diff:+.1f}"
-    if low is not None and pd.notna(low):
-        text += (f" [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g} "
-                 f"Holm {row['robust_accuracy_diff_p_holm']:.3g}")
-    if verdict in (MORE_ROBUST, LESS_ROBUST):
-        return text + " *"
-    return text + reason
+    if low is None or pd.isna(low) or verdict in NO_VERDICT:
+        return text + (f" ({verdict})" if isinstance(verdict, str) and verdict else "")
+    detectable = row.get("robust_accuracy_diff_detectable_holm")
+    text += (f" [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g} "
+             f"Holm {row['robust_accuracy_diff_p_holm']:.3g} ({row.get('robust_accuracy_diff_family_name')}, "
+             f"{int(row['robust_accuracy_diff_family'])}): {verdict}")
+    if not str(verdict).startswith(INCONCLUSIVE) and detectable is not None and pd.notna(detectable):
+        text += f" (D {100 * detectable:.1f})"  # a decided verdict (or a claim's): its D beside it
+    return text
 
 
 def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:

@@ -58,7 +58,7 @@ from robench.report.leaderboard import (
 )
 from robench.report.readings import Summary, readings_by_run, summarize
 from robench.report.run_page import write_run_pages
-from robench.report.stats import LESS_ROBUST, MORE_ROBUST, NOT_DISTINGUISHABLE
+from robench.report.stats import INCONCLUSIVE, LESS_ROBUST, MORE_ROBUST, OVERLAPPING
 from robench.report.validity import COLUMNS as VALIDITY_COLUMNS
 from robench.report.worstcase import worst_cases
 from robench.runs.spec import TrainConfig, slug
@@ -251,8 +251,8 @@ def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[s
     validity = {v for r in rows for v in r.validity}
     _add_readings(rows, runs_dir)
     read = {v for r in rows for v in r.readings}
-    columns = [Column("Rank", f"by {rank_by}, highest first; equal values share a rank. Ranks inside each "
-                              "other's intervals are not distinguishable"),
+    columns = [Column("Rank", f"by {rank_by}, highest first; equal values share a rank. Ranks whose intervals "
+                              f"overlap are {OVERLAPPING}: their order is not a test (the verdicts are)"),
                Column("Model", "defence, and what its setting differs in from the defaults and from the other "
                                "rows (hover the name, or open “setting”, for the full resolved setting)", "text"),
                Column("Clean", "correct out of the task's whole dev split, mean ± std over seeds (%)")]
@@ -481,8 +481,9 @@ def _spread(stats: dict[str, Any], prefix: str) -> str:
     return f"± {_pct(std)}" if std is not None and pd.notna(std) else ""
 
 
-# (css class, symbol) of each verdict `robench.report.stats.verdict` gives; any other (insufficient seeds): unsure
-VERDICT_MARKS = {MORE_ROBUST: ("up", "▲"), LESS_ROBUST: ("down", "▼"), NOT_DISTINGUISHABLE: ("same", "≈")}
+# (css class, symbol) of each verdict `robench.report.stats.verdict` gives (inconclusive with its D: by its first
+# word); any other (insufficient seeds, a published claim's size verdict): unsure
+VERDICT_MARKS = {MORE_ROBUST: ("up", "▲"), LESS_ROBUST: ("down", "▼"), INCONCLUSIVE: ("same", "≈")}
 
 
 def verdict(row: dict[str, Any], baseline: str) -> tuple[str, str, str] | None:
@@ -494,8 +495,9 @@ def verdict(row: dict[str, Any], baseline: str) -> tuple[str, str, str] | None:
     if diff is None or pd.isna(diff):
         return None
     said = row.get("robust_accuracy_diff_verdict")
-    tip = f"{format_difference(row)} points vs {baseline}: {said}"
-    return (*VERDICT_MARKS.get(said, ("unsure", "?")), tip)
+    tip = f"{format_difference(row)} (points vs {baseline})"
+    key = INCONCLUSIVE if isinstance(said, str) and said.startswith(f"{INCONCLUSIVE}: differences up to ") else said
+    return (*VERDICT_MARKS.get(key, ("unsure", "?")), tip)
 
 
 def _cells(row: BoardRow, variants, names, baseline: str | None, certified: bool, runs_dir: Path, page_dir: Path,

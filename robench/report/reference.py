@@ -10,6 +10,9 @@
 * `with_reference`: a runs directory that holds the protocol's records and yours at its attack settings
   (links, not copies), for `robench leaderboard --with-reference` and `robench compare --with-reference`. Your
   checkpoint is compared with the baseline's seeds by `robench.report.compare.single`.
+* `published` / `published_among`: what a protocol published (its run ids and pre-specified claims), and which
+  protocol a set of records holds, for `robench.report.compare.published_families`: its verdicts stay as
+  published whatever runs are added.
 """
 from __future__ import annotations
 
@@ -19,17 +22,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from robench.core.errors import RobenchError
-from robench.core.packed import is_packed, unpack
+from robench.core.packed import RECORDS, is_packed, unpack
 from robench.core.paths import Settings
 from robench.core.records import RunRecord, examples_path, iter_records, record_path
 from robench.report.identity import attack_setting_id
 
 if TYPE_CHECKING:
+    from robench.report.compare import Published
     from robench.runs.resolve import ResolvedRun
 
 SHIPPED = ("reference", "reference-lowres", "reference-qnli")
 REFERENCE = "reference"  # the default protocol
 BASELINE = "bert"  # every published protocol's baseline
+CLAIMS_FILE = ("reference", "claims.json")  # the pre-specified claims of every protocol (studies/claims.py)
 
 
 def results_root() -> Path:
@@ -118,3 +123,29 @@ def with_reference(runs_dir: Path, name: str, into: Path) -> Path:
 
 def _plain(obj):
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def published_run_ids(name: str) -> frozenset[str]:
+    """The run ids of shipped protocol `name`'s records (read from its packed records, nothing unpacked)."""
+    lines = (reference_results_dir(name) / RECORDS).read_text(encoding="utf-8").splitlines()
+    return frozenset(json.loads(line)["run_id"] for line in lines if line.strip())
+
+
+def published(name: str) -> Published:
+    """What protocol `name` published: its records' run ids and its claims (rows of the claims file whose
+    `records` is `name`), keyed as `robench.report.compare.claim_key`."""
+    from robench.report.compare import Published
+
+    path = results_root().joinpath(*CLAIMS_FILE)
+    rows = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    claims = {(row["task"], row["model"], row["attack"], row["train_size"]): row for row in rows
+              if row.get("records") == name and row.get("family")}
+    return Published(name, published_run_ids(name), claims)
+
+
+def published_among(records: list[RunRecord]) -> Published | None:
+    """The shipped protocol whose published records are among `records` (the most of them; `robench compare
+    --results-dir results/reference`, `--with-reference`, a copy of its records), else None."""
+    ids = {r.run_id for r in records}
+    found = max(SHIPPED, key=lambda name: len(published_run_ids(name) & ids))
+    return published(found) if published_run_ids(found) & ids else None

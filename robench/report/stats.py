@@ -18,14 +18,18 @@ replication unit, crossed with the example. Both are random.
   the generalized pivot with the seed part random on its S - 1 df and the example part known (Tsui &
   Weerahandi 1989), whose far tail holds where Satterthwaite's t did not (issue 46: Holm's family-wise error over
   25 comparisons up to 18.9%). Deterministic quadrature: no Monte-Carlo error, no verdict depends on a random
-  seed. `detectable_difference`: the difference this test finds with 80% power.
+  seed. `detectable_difference`: the difference this test finds with 80% power at a given level; for a verdict
+  Holm-adjusted over a family of m, at ALPHA / m (`family_alpha`: Holm's first step, a conservative bound).
 * `proportion_intervals`: a setting's clean accuracy, accuracy under attack and attack success rate, as
   Wilson intervals on the effective number of examples p(1 - p) / var (the design-effect Wilson interval of
   survey statistics; Kish 1965, Korn & Graubard 1998) with the t quantile on the Satterthwaite df. One seed:
   the plain Wilson interval (examples only: no seed variance can be estimated).
 * `holm`: Holm's step-down adjustment of a family of p-values (Holm 1979).
 * `verdict`: fewer than MIN_SEEDS seeds: "insufficient seeds"; else the Holm-adjusted p-value against ALPHA
-  (`robench.report.compare.Comparison.verdict` adds no shared seeds, too few examples and no variation).
+  (`robench.report.compare.Comparison.verdict` adds no shared seeds, too few examples and no variation). The
+  vocabulary (`VOCABULARY`, docs/guide/statistics.md): "more robust" / "less robust" when the adjusted test
+  excludes 0, "inconclusive" when it does not (differences up to the verdict's detectable difference cannot be
+  ruled out: `inconclusive_text`).
 * `exact_sign_pvalue`: the exact one-sided sign (McNemar) test on the discordant examples of ONE trained model
   under two attacks, conditional on that checkpoint (`robench.report.worstcase.blackbox_stronger`).
 
@@ -60,9 +64,12 @@ TOO_FEW_EXAMPLES = "too few examples"  # under two examples shared by every matc
 NO_SHARED_EXAMPLES = "no shared examples"  # matched seeds, but no example attacked in both
 NO_VARIATION = "no variation"  # every (seed, example) difference alike: no variance, no interval, no verdict
 NO_VERDICT = (INSUFFICIENT, NO_SHARED_SEEDS, NO_SHARED_EXAMPLES, TOO_FEW_EXAMPLES, NO_VARIATION)
-NOT_DISTINGUISHABLE = "not distinguishable from the baseline"
+# The one vocabulary of verdicts (docs/guide/statistics.md, "The words"; tests/test_vocabulary.py checks every
+# generated output against it): the Holm-adjusted test excludes 0 (in one direction or the other), or it does not
 MORE_ROBUST = "more robust than the baseline"
 LESS_ROBUST = "less robust than the baseline"
+INCONCLUSIVE = "inconclusive"  # always printed with the D of `inconclusive_text`
+OVERLAPPING = "overlapping"  # the leaderboard page's ranks whose intervals overlap (not a test)
 
 # a metric as a ratio of two per-example indicators (numerator, denominator) of the category codes
 Ratio = tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]
@@ -117,7 +124,7 @@ class PairedTest:
 
     @property
     def detectable(self) -> float:
-        """`detectable_difference` of this comparison."""
+        """`detectable_difference` of this comparison alone (at ALPHA, unadjusted)."""
         return detectable_difference(self.se, self.seed_share, self.seeds - 1)
 
 
@@ -297,6 +304,24 @@ def detectable_difference(se: float, seed_share: float, seed_df: int, power: flo
     return float(brentq(shortfall, 0.0, high, xtol=1e-6)) * se
 
 
+def family_alpha(family: int) -> float:
+    """The level at which a comparison's Holm-adjusted verdict in a family of `family` is sure to be called: Holm's
+    first step, ALPHA / family. A p-value below it is rejected whatever the others are (every smaller p-value is
+    below its own, larger, step), so the power at this level is a lower bound of the verdict's power, and the
+    difference detectable at it (`detectable_difference(..., alpha=family_alpha(m))`) an upper bound of the
+    verdict's 80%-power difference; tight when the comparison's effect is the only real one in the family
+    (robench.report.verdict_simulation.adjusted_power)."""
+    return ALPHA / max(int(family), 1)
+
+
+def inconclusive_text(detectable: float) -> str:
+    """The inconclusive verdict with its D (a fraction, printed in points): "inconclusive: differences up to 8.4
+    points cannot be ruled out"; without a D (no variation to size it by) the word alone."""
+    if detectable != detectable:
+        return INCONCLUSIVE
+    return f"{INCONCLUSIVE}: differences up to {100 * detectable:.1f} points cannot be ruled out"
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (Holm 1979), in the order given: the family is every p-value given."""
     p = np.asarray(p_values, dtype=np.float64)
@@ -314,7 +339,7 @@ def verdict(difference: float, adjusted_p: float, seeds: int) -> str:
         return INSUFFICIENT
     if adjusted_p < ALPHA:
         return MORE_ROBUST if difference > 0 else LESS_ROBUST
-    return NOT_DISTINGUISHABLE
+    return INCONCLUSIVE
 
 
 def wilson_interval(successes: float, n: float, confidence: float = CONFIDENCE,

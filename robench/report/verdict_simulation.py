@@ -19,7 +19,8 @@ same model only and the same seed only (exactly, from the copula's Owen's-T form
 simulated moments (common random numbers). `rejection_rate` runs the verdict rule of
 `robench.report.stats` (the same `paired_arrays`, ALPHA and MIN_SEEDS as `robench compare`) on simulated
 pairs of models; `familywise_rate` runs Holm over 25 comparisons with one shared baseline; `detectable_power`
-measures the power at the difference `detectable_difference` prints.
+measures the power at the difference `detectable_difference` prints; `adjusted_power` the power of the
+Holm-adjusted verdict, in a family, at the difference printed beside it (at Holm's first step).
 `python -m robench.report.verdict_simulation [RESULTS_DIR [REPS]]` prints the fit and the size and power tables of
 docs/studies/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2; 4,000
 repetitions for the size, a quarter for power).
@@ -35,7 +36,16 @@ import numpy as np
 from scipy import special
 from scipy.optimize import brentq
 
-from robench.report.stats import ALPHA, MIN_SEEDS, detectable_difference, paired_arrays
+from robench.report.stats import (
+    ALPHA,
+    MIN_SEEDS,
+    MORE_ROBUST,
+    detectable_difference,
+    family_alpha,
+    holm,
+    paired_arrays,
+    verdict,
+)
 
 QUADRATURE = 4000  # Beta quantile nodes for the disagreement integral
 MOMENT_REPS = 400  # simulated designs per evaluation when fitting the checkpoint effects
@@ -52,13 +62,17 @@ class CrossedModel:
     tau_checkpoint: float  # sd of each checkpoint's own effect (probit)
 
 
-# `fit` on the v2 reference records (results/evidence-cpu/reference-v2; tests/test_verdict_simulation.py re-fits them)
+# `fit` on the reference records (v2: results/evidence-cpu/reference-v2; tests/test_verdict_simulation.py re-fits them)
 FITTED = {
     "advglue": CrossedModel(mean=0.383, concentration=0.522, rho_seed=0.673, rho_model=0.081, tau_seed=0.077,
                             tau_checkpoint=0.077),
     "textfooler": CrossedModel(mean=0.0325, concentration=1.014, rho_seed=0.438, rho_model=0.204, tau_seed=0.249,
                                tau_checkpoint=0.0),
+    # `fit` on the v3 reference's TextFooler records (results/reference: the 5 models with seeds 0-4, 300 examples)
+    "word-level": CrossedModel(mean=0.266, concentration=0.697, rho_seed=0.412, rho_model=0.156, tau_seed=0.076,
+                               tau_checkpoint=0.089),
 }
+FITTED_FROM = {"advglue": "v2", "textfooler": "v2", "word-level": "v3"}  # the records each fit was made on
 
 
 @dataclass(frozen=True)
@@ -159,6 +173,40 @@ def detectable_power(model: CrossedModel, seeds: int, n: int, reps: int, seed: i
     return *points[-1], rate, error
 
 
+def adjusted_power(model: CrossedModel, seeds: int, n: int, family: int, reps: int, seed: int, rounds: int = 5,
+                   chunk: int = 100) -> tuple[float, float, float, float]:
+    """The power of the printed, Holm-adjusted verdict at the printed D (`robench.report.compare.Comparison.
+    detectable_adjusted`: `detectable_difference` at `family_alpha(family)`), for one real effect in a family of
+    `family` comparisons with one shared baseline (the others equally robust, as in `familywise_rate`).
+
+    The shift is the fixed point where the true mean difference equals the median printed D, found on pairs
+    (`rounds` steps of shift x printed / true from the null); then `reps` families of `family` + 1 models, model
+    1 shifted, each Holm-adjusted (`robench.report.stats.holm`) and judged by `robench.report.stats.verdict`, as
+    `robench compare` judges them. Returns (the mean difference, the median printed D, how often the shifted comparison
+    is called more robust, its Monte-Carlo sd)."""
+    alpha = family_alpha(family)
+    grid = np.linspace(0.0, 1.0, 33)
+    factor = [detectable_difference(1.0, w, seeds - 1, alpha=alpha) for w in grid]
+    rng = np.random.default_rng(seed)
+    shift = 0.0
+    for _ in range(rounds):  # shift <- shift x printed / true: the printed D moves little with the shift
+        outcomes = sample(model, rng, reps, seeds, n, (shift, 0.0)).astype(np.int8)
+        value, se, share, _ = paired_arrays(outcomes[:, 0] - outcomes[:, 1])
+        printed = float(np.median(se * np.interp(share, grid, factor)))
+        shift = printed if shift == 0 else shift * printed / float(value.mean())
+    differences, printed, called = [], [], []
+    for start in range(0, reps, chunk):
+        size = min(chunk, reps - start)
+        outcomes = sample(model, rng, size, seeds, n, (0.0, shift), models=family + 1).astype(np.int8)
+        value, se, share, p = paired_arrays(outcomes[:, 1:] - outcomes[:, :1])
+        adjusted = np.array([holm(np.where(np.isnan(row), 1.0, row)) for row in p])
+        called += [verdict(v, q, seeds) == MORE_ROBUST for v, q in zip(value[:, 0], adjusted[:, 0])]
+        differences.append(value[:, 0])
+        printed.append(se[:, 0] * np.interp(share[:, 0], grid, factor))
+    rate, error = _rate(np.array(called))
+    return float(np.concatenate(differences).mean()), float(np.median(np.concatenate(printed))), rate, error
+
+
 def _rate(hits: np.ndarray) -> tuple[float, float]:
     rate = float(np.mean(hits))
     return rate, float(np.sqrt(rate * (1 - rate) / len(hits)))
@@ -251,8 +299,9 @@ def _solve_tau(f) -> float:
 
 
 def reference_outcomes(runs_dir: Path) -> dict[str, np.ndarray]:
-    """Per attack, the (models, seeds, examples) correct-under-attack outcomes of every model and seed the
-    records of `runs_dir` have for it, on the examples all of them attacked (only complete models x seeds)."""
+    """Per attack, the (models, seeds, examples) correct-under-attack outcomes of every model that has every seed
+    of the attack's records in `runs_dir`, on the examples all of them attacked (a model short of a seed is left
+    out; an attack with fewer than two such models too)."""
     from robench.core.records import iter_records, read_examples
 
     found: dict[str, dict[tuple[str, int], dict[int, bool]]] = {}
@@ -262,9 +311,11 @@ def reference_outcomes(runs_dir: Path) -> dict[str, np.ndarray]:
             r.index: r.status == "failed" for r in results if r.status != "error"}
     out = {}
     for attack, runs in sorted(found.items()):
-        models, seeds = sorted({m for m, _ in runs}), sorted({s for _, s in runs})
-        if any((m, s) not in runs for m in models for s in seeds):
+        seeds = sorted({s for _, s in runs})
+        models = sorted(m for m in {m for m, _ in runs} if all((m, s) in runs for s in seeds))
+        if len(models) < 2:
             continue
+        runs = {(m, s): runs[(m, s)] for m in models for s in seeds}
         common = sorted(set.intersection(*(set(v) for v in runs.values())))
         out[attack] = np.array([[[runs[(m, s)][i] for i in common] for s in seeds] for m in models])
     return out

@@ -35,7 +35,8 @@ Flags, after AutoAttack's checks (fra31/auto-attack, flags_doc.md):
   budgeted run refuses the first request past the budget, so with budget B an
   example is broken iff the unbudgeted run broke it within B queries.
 
-On the leaderboard a model setting's worst case is the mean over its seeds with
+Of several runs of one attack on one trained model (subsets of different sizes), only the one on the most
+examples joins (`largest_runs`). On the leaderboard a model setting's worst case is the mean over its seeds with
 the design-effect Wilson interval over seeds x the examples every seed's join
 kept (`robench.report.stats.binary_interval`), over the seeds that every eval-split
 attack setting of the task reached (`complete_cases`): a worst case over fewer attacks
@@ -230,9 +231,20 @@ def worst_cases(runs_dir: Path, records: list[RunRecord] | None = None) -> list[
         if _family(rec.spec["attack"]) in NOT_ON_EVAL_SPLIT or not examples_path(runs_dir, rec.run_id).is_file():
             continue
         groups[model_key(rec, ids)].append((rec, read_examples(runs_dir, rec.run_id)))
+    groups = {key: largest_runs(members) for key, members in groups.items()}
     keys = ExampleKeys(rec for members in groups.values() for rec, _ in members)
     cases = [worst_case(sorted(m, key=lambda x: attack_tag(x[0].spec)), keys, ids) for m in groups.values()]
     return sorted(cases, key=lambda c: (c.task, c.model, c.backbone, c.train_size, c.seed, c.group))
+
+
+def largest_runs(members: list[tuple[RunRecord, list[ExampleResult]]]) -> list[tuple[RunRecord, list[ExampleResult]]]:
+    """Per attack (`attack_tag`), the one run of a trained model on the most examples (then the first run id): a
+    smaller run of the same attack (a 20-example smoke run beside the protocol's 300) neither shrinks the join to
+    its examples nor sets the worst case."""
+    best: dict[str, tuple[RunRecord, list[ExampleResult]]] = {}
+    for member in sorted(members, key=lambda m: (-len(m[1]), m[0].run_id)):
+        best.setdefault(attack_tag(member[0].spec), member)
+    return [m for m in members if best[attack_tag(m[0].spec)] is m]
 
 
 def worst_case_frame(cases: list[WorstCase]) -> pd.DataFrame:
