@@ -78,6 +78,5 @@ cli-doc: | setup
 readme-results: | setup
 	$(BIN)/python studies/readme_results.py
 
-
 clean:
 	rm -rf $(VENV) .pytest_cache
