@@ -372,7 +372,7 @@ class SaferForSequenceClassification(BertForSequenceClassification):
         """The hook `robench.classifier.victim.defended` calls: the smoothed victim over this base classifier."""
         if settings is None:
             raise RobenchError("a SAFER model predicts by a vote over synonym substitutions, which needs the "
-                               "synonym table: load it with settings (robench.training.given.load_victim(..., "
+                               "synonym table: load it with settings (robench.runs.given.load_victim(..., "
                                "settings=...))")
         params = self.safer_params()
         sets = perturbation_sets(params, settings)

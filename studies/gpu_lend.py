@@ -276,7 +276,7 @@ class Dev:
 
 def dev_words(protocol: Protocol, data: Path | None) -> Dev:
     from robench.core.paths import resolve_settings
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, texts_of
 
     settings = resolve_settings(data)
@@ -595,7 +595,7 @@ def check_cut_covers_textattack(protocol: Protocol, settings) -> None:
     answers for: a word outside it would get no candidates from TextAttack, silently."""
     from robench.attacks.textattack.compat import load_textattack
 
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, texts_of
     from robench.engine.resources import cut
 

@@ -234,7 +234,7 @@ def test_leaderboard_gets_the_worst_case_column_and_flags(settings):
 
 
 def test_worst_case_matches_runs_of_different_subsets_by_eval_split_row_and_text(settings):
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, texts_of
 
     split = [t[0] for t in texts_of(load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local"),

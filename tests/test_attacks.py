@@ -17,7 +17,7 @@ from conftest import tiny_spec
 
 import robench
 from robench.classifier.victim import QueryBudgetExceeded, QueryCounter, Victim
-from robench.core.registry import TASKS
+from robench.data import TASKS
 from robench.core.types import ExampleResult
 from robench.data.loading import load_split
 from robench.engine.attack import AttackContext

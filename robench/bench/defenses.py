@@ -262,7 +262,7 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     from robench.classifier.backbone import load_tokenizer, resolve_backbone
     from robench.classifier.device import pick_device
     from robench.classifier.victim import Victim, defended
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, subset, texts_of
     from robench.runs.estimate import leave_one_out
     from robench.training.defense import resolve_model

@@ -69,7 +69,7 @@ def specs(options: RunOptions, settings: Settings, given: Mapping[str, Any] | No
     if options.checkpoint:
         if options.model is not None:
             raise RobenchError("--checkpoint attacks a trained model as it is; drop --model")
-        from robench.training.given import checkpoint_fields
+        from robench.runs.given import checkpoint_fields
 
         given = checkpoint_fields(options.checkpoint, options.label_map, settings.cache_dir)
     elif given is not None:
@@ -107,7 +107,7 @@ def comma_list(text: str | None) -> list[str] | None:
 
 def _label_map(label_map: str | Mapping[int, str] | None) -> dict[str, str] | None:
     """A label map as a spec records it: `{"0": "negative", ...}` (None: the model's own label names)."""
-    from robench.training.given import parse_label_map
+    from robench.runs.given import parse_label_map
 
     parsed = parse_label_map(label_map)
     return {str(k): v for k, v in parsed.items()} if parsed is not None else None

@@ -12,7 +12,7 @@ from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.params import make_params
 from robench.core.paths import Settings
-from robench.core.registry import TASKS
+from robench.data import TASKS
 from robench.core.types import Split, Task
 from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
@@ -20,7 +20,7 @@ from robench.data.loading import load_split, subset_indices
 from robench.engine.attack import ATTACKS, AttackRecipe
 from robench.runs.spec import MAX_SEED, RunSpec
 from robench.training.defense import ComposedDefense, resolve_model
-from robench.training.given import checkpoint_label_order, parse_label_map
+from robench.runs.given import checkpoint_label_order, parse_label_map
 
 log = logging.getLogger(__name__)
 MAX_ATTACK_WORDS = 2_000  # longest text a word-level search attack takes (robench.runs.resolve.check_attack_lengths)

@@ -30,7 +30,7 @@ from robench.runs.estimate import CostEstimate, estimate
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.spec import RunSpec
 from robench.runs.store import RunStore, git_commit, hyperparameters_hash, now, package_versions
-from robench.training.given import load_victim
+from robench.runs.given import load_victim
 from robench.training.loop import TrainedModel, checkpoint_key, fine_tune, is_cached
 
 OnEstimate = Callable[[CostEstimate], None]
