@@ -216,7 +216,7 @@ def _write_calibration(paths: Paths, measured: dict[str, Any], device: str) -> N
 # ---------------------------------------------------------------- step 2: how many jobs saturate the device
 
 def probe_worker(protocol: Protocol, paths: Paths, device: str, index: int, folder: Path) -> None:
-    """One probe process: build the slowest claim model and its objective as `robench.runs.estimate.measure` does,
+    """One probe process: build the slowest claim model and its objective as `robench.runs.estimate.measure_speed` does,
     take one warm-up step, say it is ready, then time `probe_steps` steps in every round it belongs to."""
     import torch
     from transformers import DataCollatorWithPadding
