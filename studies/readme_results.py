@@ -28,7 +28,8 @@ def results_table(leaderboard: pd.DataFrame) -> str:
     """The README's table: one row per model of `leaderboard` (leaderboard.csv's rows, in rank order)."""
     attacks = [a for a in ATTACKS if f"{a}.robust_accuracy_mean" in leaderboard.columns]
     header = ["model", "clean (dev)", "worst case", *(ATTACKS[a] for a in attacks),
-              f"vs bert: verdict (Holm at 5% over its family: {_families(leaderboard, attacks)})"]
+              f"vs bert (Holm 5%; {_families(leaderboard, attacks)}; {INCONCLUSIVE}: differences up to D points "
+              "cannot be ruled out)"]
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     for _, row in leaderboard.iterrows():
         cells = [row["model"], _percent(row["dev_accuracy_mean"]), _percent(row["worst_case_accuracy_mean"]),
@@ -42,39 +43,40 @@ def _percent(value: float) -> str:
 
 
 def _families(leaderboard: pd.DataFrame, attacks: list[str]) -> str:
-    """"exploratory, 22 comparisons; claims, 10": every family of the table's verdicts, with its size."""
+    """"exploratory 22, claims 10": every family of the table's verdicts, with its size."""
     sizes: dict[str, int] = {}
     for a in attacks:
         for name, size in zip(leaderboard[f"{a}.robust_accuracy_diff_family_name"],
                               leaderboard[f"{a}.robust_accuracy_diff_family"]):
             if isinstance(name, str):
                 sizes[name] = int(size)
-    return "; ".join(f"{name}, {size} comparisons" for name, size in sorted(sizes.items(),
-                                                                         key=lambda i: i[0] != "exploratory"))
+    return ", ".join(f"{name} {size}" for name, size in sorted(sizes.items(), key=lambda i: i[0] != "exploratory"))
 
 
 def _verdicts(row: pd.Series, attacks: list[str]) -> str:
-    """Per model, its attacks grouped by verdict, each with the D of its verdict (the largest of a group): a claim
-    "(claims; D 8.6)", "more robust under TextFooler (D 7.1)", "inconclusive under ...: differences up to D
-    points cannot be ruled out"."""
+    """Per model, its attacks grouped by verdict, each with the D of its verdict (the largest of a group; the
+    header says what D is): a claim "smaller than claimed under AdvGLUE (claims; D 8.6)", "more robust under
+    TextFooler (D 7.1)", "inconclusive: up to 8.6 points" (every other attack), or "... under X" when not all."""
     if row["model"] == row.get("baseline", "bert"):
         return "(baseline)"
     said = {a: row[f"{a}.robust_accuracy_diff_verdict"] for a in attacks
             if isinstance(row.get(f"{a}.robust_accuracy_diff_verdict"), str)}
     detectable = {a: 100 * row[f"{a}.robust_accuracy_diff_detectable_holm"] for a in said}
     claims = [a for a in said if row[f"{a}.robust_accuracy_diff_family_name"] != "exploratory"]
-    parts = [f"{INCONCLUSIVE} under {ATTACKS[a]} (claims): differences up to {detectable[a]:.1f} points cannot be "
-             "ruled out" if said[a].startswith(INCONCLUSIVE) else f"{said[a]} under {ATTACKS[a]} (claims; D "
-             f"{detectable[a]:.1f})" for a in claims]
+    parts = [f"{INCONCLUSIVE} under {ATTACKS[a]} (claims): up to {detectable[a]:.1f} points"
+             if said[a].startswith(INCONCLUSIVE) else f"{said[a]} under {ATTACKS[a]} (claims; D {detectable[a]:.1f})"
+             for a in claims]
     groups: dict[str, list[str]] = {}
     for a in said:
         if a not in claims:
             groups.setdefault(INCONCLUSIVE if said[a].startswith(INCONCLUSIVE) else said[a], []).append(a)
     for verdict, group in groups.items():
-        names, widest = ", ".join(ATTACKS[a] for a in group), max(detectable[a] for a in group)
-        parts.append(f"{INCONCLUSIVE} under {names}: differences up to {widest:.1f} points cannot be ruled out"
+        where = "" if len(group) == len(said) - len(claims) and len(groups) == 1 else \
+            f" under {', '.join(ATTACKS[a] for a in group)}"
+        widest = max(detectable[a] for a in group)
+        parts.append(f"{'else ' if claims and not where else ''}{INCONCLUSIVE}{where}: up to {widest:.1f} points"
                      if verdict == INCONCLUSIVE else
-                     f"{verdict.removesuffix(' than the baseline')} under {names} (D {widest:.1f})")
+                     f"{verdict.removesuffix(' than the baseline')}{where} (D {widest:.1f})")
     return "; ".join(parts) or "–"
 
 

@@ -143,7 +143,7 @@ def test_too_few_seeds_are_marked_and_get_no_verdict(tmp_path):
         fake_run(runs, ["failed"] * 60 + ["successful"] * 40, model="bert", seed=seed)
         fake_run(runs, ["failed"] * 80 + ["successful"] * 20, model="freelb", seed=seed)
     table, _, md = write_leaderboard(tmp_path, baseline="bert")
-    assert "(insufficient seeds)" in md.read_text() and " *" not in md.read_text()
+    assert "(exploratory, 1): insufficient seeds |" in md.read_text() and "(D " not in md.read_text()
     assert table.set_index("model").loc["freelb", "textfooler.robust_accuracy_diff_verdict"] == "insufficient seeds"
 
 

@@ -2,8 +2,10 @@
 output, the README and the guides say "more robust" / "less robust", "inconclusive: differences up to D points
 cannot be ruled out" with its D, "overlapping" for the page's ranks, a claim's "smaller / larger than claimed",
 or why there is no verdict; and none of the words that meant something else in each place."""
+import html
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -64,4 +66,22 @@ def test_the_claims_verdicts_are_in_the_vocabulary():
 def test_the_words_come_from_one_place():
     assert inconclusive_text(0.0834) == "inconclusive: differences up to 8.3 points cannot be ruled out"
     assert inconclusive_text(float("nan")) == INCONCLUSIVE
-    assert OVERLAPPING in (REPO / "robench" / "report" / "leaderboard_page.py").read_text()
+
+
+def test_the_leaderboard_page_uses_the_words(tmp_path, shared_data, monkeypatch):
+    """The page of a published protocol (QNLI: the smallest): its rank legend says "overlapping", each cell's
+    tooltip its family and the verdict's words, and no retired word anywhere."""
+    from robench.core.packed import EXAMPLES, RECORDS
+    from robench.report.leaderboard import write_leaderboard
+    from robench.report.leaderboard_page import write_html
+
+    monkeypatch.setenv("ROBENCH_DATA_DIR", str(shared_data))
+    for name in (RECORDS, EXAMPLES):
+        shutil.copy(RESULTS / "reference-qnli" / name, tmp_path / name)
+    table, *_ = write_leaderboard(tmp_path, baseline="bert", cache_dir=tmp_path / "cache")
+    page = write_html(tmp_path, tmp_path / "board.html", baseline="bert", table=table,
+                      cache_dir=tmp_path / "cache").read_text(encoding="utf-8")
+    text = html.unescape(page)
+    assert f"overlap are {OVERLAPPING}" in text and "≈ inconclusive" in text
+    assert "(claims, 10): insufficient seeds" in text  # the claim's row, in its family, as claims.md says
+    assert not RETIRED.findall(text), sorted(set(RETIRED.findall(text)))

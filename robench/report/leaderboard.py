@@ -514,8 +514,8 @@ def _baseline_note(table: pd.DataFrame, family_columns: list[str]) -> str:
             f"Holm: adjusted over the comparison's family, named in brackets with its size ({families or 'none'}); "
             f"more or less robust: Holm p < {ALPHA:g} with at least {MIN_SEEDS} matched seeds; inconclusive: not, "
             "and differences up to the printed D cannot be ruled out (D: the difference the verdict finds with 80% "
-            f"power, at Holm's first step, alpha {ALPHA:g} / family size); in brackets alone why there is no verdict "
-            "(insufficient seeds, no shared seeds, too few examples, no variation)")
+            f"power, at Holm's first step, alpha {ALPHA:g} / family size); no verdict, and why: insufficient seeds, no "
+            "shared seeds, too few examples, no variation")
 
 
 def _text(value) -> str:
@@ -554,13 +554,14 @@ def format_difference(row) -> str:
         return "–" + (f" ({verdict})" if isinstance(verdict, str) and verdict else "")
     low, high = row.get("robust_accuracy_diff_ci_low"), row.get("robust_accuracy_diff_ci_high")
     text = f"{100 * diff:+.1f}"
-    if low is None or pd.isna(low) or verdict in NO_VERDICT:
+    if low is None or pd.isna(low):
         return text + (f" ({verdict})" if isinstance(verdict, str) and verdict else "")
     detectable = row.get("robust_accuracy_diff_detectable_holm")
     text += (f" [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g} "
              f"Holm {row['robust_accuracy_diff_p_holm']:.3g} ({row.get('robust_accuracy_diff_family_name')}, "
              f"{int(row['robust_accuracy_diff_family'])}): {verdict}")
-    if not str(verdict).startswith(INCONCLUSIVE) and detectable is not None and pd.notna(detectable):
+    if verdict not in NO_VERDICT and not str(verdict).startswith(INCONCLUSIVE) and detectable is not None \
+            and pd.notna(detectable):
         text += f" (D {100 * detectable:.1f})"  # a decided verdict (or a claim's): its D beside it
     return text
 

@@ -16,6 +16,7 @@
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -125,10 +126,14 @@ def _plain(obj):
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
 
 
+@functools.lru_cache(maxsize=len(SHIPPED))
 def published_run_ids(name: str) -> frozenset[str]:
-    """The run ids of shipped protocol `name`'s records (read from its packed records, nothing unpacked)."""
-    lines = (reference_results_dir(name) / RECORDS).read_text(encoding="utf-8").splitlines()
-    return frozenset(json.loads(line)["run_id"] for line in lines if line.strip())
+    """The run ids of shipped protocol `name`'s records, read from its packed records (nothing unpacked; none
+    where an install lacks them). Read once per process: the shipped files do not change under it."""
+    path = results_root() / name / RECORDS
+    if not path.is_file():
+        return frozenset()
+    return frozenset(json.loads(line)["run_id"] for line in path.read_text(encoding="utf-8").splitlines() if line)
 
 
 def published(name: str) -> Published:
