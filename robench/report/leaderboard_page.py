@@ -150,6 +150,7 @@ class BoardRow:
     validity: dict[tuple[str, str], dict[str, float]]  # attack variant -> mean share of each audit class
     runs: dict[tuple[str, str], list[tuple[int, str]]]  # attack variant -> (seed, run id)
     readings: dict[tuple[str, str], Summary] = field(default_factory=dict)  # attack variant -> its blind reading
+    fluency: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)  # variant -> LM estimate, n
     rank_value: float = float("nan")  # what the rank is by (the table's rank_accuracy)
     rank: int | None = None
     untrained: str = ""  # the seeds whose checkpoint did not train (robench.runs.chance), e.g. "2 4"
@@ -250,6 +251,7 @@ def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[s
     certified = any(r.certified for r in rows)
     validity = {v for r in rows for v in r.validity}
     _add_readings(rows, runs_dir)
+    _add_fluency(rows, records)
     read = {v for r in rows for v in r.readings}
     columns = [Column("Rank", f"by {rank_by}, highest first; equal values share a rank. Ranks inside each "
                               "other's intervals are not distinguishable"),
@@ -331,6 +333,17 @@ def _add_readings(rows: list[BoardRow], runs_dir: Path) -> None:
         for variant, runs in row.runs.items():
             if readings := [x for _, rid in runs for x in by_run.get(rid, [])]:
                 row.readings[variant] = summarize(readings)
+
+
+def _add_fluency(rows: list[BoardRow], records: dict[str, RunRecord]) -> None:
+    """Each row's LM-judged fluent share per attack variant (robench.engine.fluency), pooled over its seeds' runs
+    (weighted by their successful examples); an estimate, shown beside any reading, never as validity."""
+    for row in rows:
+        for variant, runs in row.runs.items():
+            got = [f for _, rid in runs if rid in records and isinstance(f := records[rid].metrics.get("fluency"), dict)
+                   and f.get("lm_fluent_share") is not None]
+            if scored := sum(f["scored"] for f in got):
+                row.fluency[variant] = (sum(f["lm_fluent_share"] * f["scored"] for f in got) / scored, scored)
 
 
 def _num(value: Any) -> float:
@@ -573,6 +586,11 @@ def _attack_cell(row: BoardRow, variant, name: str, baseline: str | None, runs_d
         tip = f"swaps (list membership, not validity): {tip}"
         extra.append(f'<span class="audit{warn}" title="{escape(tip)}">{escape(text)}</span>')
         details.append(tip)
+    if (estimate := row.fluency.get(variant)) is not None:
+        tip = (f"LM-judged fluent share of {estimate[1]} successful examples: an estimate from the language model's "
+               "score, calibrated on blind readings (robench.engine.fluency), not a reading")
+        extra.append(f'<span class="lmfl" title="{escape(tip)}">LM-fluent ~{_pct(estimate[0], 0)}%</span>')
+        details.append(tip + f": {_pct(estimate[0], 0)}%")
     if (reading := row.readings.get(variant)) is not None:
         tip = "; ".join(f"{label}: {value}" for label, value in reading.facts()[1:])
         extra.append(f'<span class="read" title="{escape(tip)}">read valid {escape(reading.valid.text())}</span>')
