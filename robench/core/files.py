@@ -108,3 +108,19 @@ def read_bounded(path: Path, what: str, limit: int) -> bytes:
         raise RobenchError(f"the {what} {path} is larger than {limit // 1_000_000} MB, more than any {what} robench "
                            "writes: pass the right file")
     return data
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why `path` is not a regular file to read ("does not exist", "is a folder, not a file", "is a device or
+    pipe, not a file"), or None: an error that says "does not exist" of something that exists misleads."""
+    import stat
+
+    try:
+        mode = Path(path).stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    return "is a folder, not a file" if stat.S_ISDIR(mode) else "is a device or pipe, not a file"

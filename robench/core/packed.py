@@ -329,7 +329,10 @@ def unpack_results_dir(results_dir: Path, cache_dir: Path | None = None) -> int:
     leaves every run readable; `unpack` again finishes, `pack` undoes. Returns the runs unpacked."""
     results_dir = Path(results_dir)
     settle(results_dir)
-    count = unpack_into(results_dir, results_dir / "runs", cache_dir)
+    if not is_packed(results_dir) and list((results_dir / "runs").glob("*.json")):  # stopped after the records
+        count = len(list((results_dir / "runs").glob("*.json")))
+    else:
+        count = unpack_into(results_dir, results_dir / "runs", cache_dir)
     packed_readings = sorted((results_dir / READINGS_DIR).glob("*.json"))
     for path in packed_readings:  # the readings back beside the runs (copied: the pack still holds them)
         _write_if_changed(results_dir / "runs" / READINGS_DIR / path.name, path.read_bytes())

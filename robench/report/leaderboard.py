@@ -148,6 +148,9 @@ def load_records(runs_dir: Path) -> Records:
         else:
             current.append(rec)
     if not current and not older:
+        if present := len(list(Path(runs_dir).glob("*.json"))):
+            raise RobenchError(f"none of the {present} record file(s) in {runs_dir} is a usable run record (the "
+                               "warnings above say why): re-run those runs with --force, or restore their files")
         raise RobenchError(f"no run records in {runs_dir}; run `robench run` first")
     chosen = one_per_seed(current)
     return Records(runs_dir, chosen.kept, older, tuple((d.run_id, k.run_id) for d, k in chosen.replaced))
