@@ -186,14 +186,29 @@ def summary_table(record) -> Table:
     if warnings := untrained_warnings(record):
         table.caption = plain("WARNING: the checkpoint " + "; ".join(warnings) + " (its accuracy under attack says "
                               "nothing about robustness)")
+    elif note := unchecked_note(record):
+        table.caption = plain(f"note: {note}")
     return table
 
 
 def untrained_warnings(record) -> list[str]:
     """The record's failed chance checks (`robench.runs.chance`), as warnings."""
-    from robench.runs.chance import ChanceCheck, untrained
+    from robench.runs.chance import untrained
 
-    return [c.warning() for c in untrained([ChanceCheck.from_dict(d) for d in record.metrics.get("chance") or []])]
+    return [c.warning() for c in untrained(_chance_checks(record))]
+
+
+def unchecked_note(record) -> str | None:
+    """The note "too few examples to check training (...)" when none of the record's chance checks can tell."""
+    from robench.runs.chance import unchecked
+
+    return unchecked(_chance_checks(record))
+
+
+def _chance_checks(record) -> list:
+    from robench.runs.chance import ChanceCheck
+
+    return [ChanceCheck.from_dict(d) for d in record.metrics.get("chance") or []]
 
 
 def cmd_list(args) -> None:
