@@ -1,5 +1,6 @@
-"""Every comparison statistic of docs/studies/reference.md regenerates from the packed records (studies/doc_figures.py),
-and the replicated positive control's result (studies/control_replication.py) from its records."""
+"""Every comparison statistic of the reference's studies (docs/studies/reference.md, results.md, gpu.md) regenerates
+from the packed records (studies/doc_figures.py), and the replicated positive control's result
+(studies/control_replication.py) from its records."""
 import shutil
 
 import pytest
@@ -31,15 +32,16 @@ def test_the_history_section_is_exempt(tmp_path):
     assert figures.page_figures(figures.checked_text(page)) == [("p", "0.5"), ("Holm p", "1")]
 
 
-def test_every_statistic_of_the_reference_study_regenerates_from_the_packed_records(shared_data, monkeypatch,
+def test_every_statistic_of_the_reference_studies_regenerates_from_the_packed_records(shared_data, monkeypatch,
                                                                                     tmp_path):
     """The untrained-checkpoint rule reads the older records' dev splits, hence the data directory."""
     monkeypatch.setenv("ROBENCH_DATA_DIR", str(shared_data))
     monkeypatch.setenv("ROBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    text = figures.checked_text()
-    assert len(figures.page_figures(text)) >= 40  # the page's comparisons are read, not skipped
-    stale = figures.stale(text, figures.records_figures())
-    assert not stale, f"docs/studies/reference.md has figures the records do not give: {stale}"
+    given = figures.records_figures()
+    texts = {page.name: figures.checked_text(page) for page in figures.PAGES}
+    assert len(figures.page_figures(texts["reference.md"])) >= 40  # the page's comparisons are read, not skipped
+    stale = {name: found for name, text in texts.items() if (found := figures.stale(text, given))}
+    assert not stale, f"figures the records do not give (python studies/doc_figures.py): {stale}"
 
 
 def test_the_replicated_control_regenerates_from_its_records(shared_data, monkeypatch, tmp_path):
