@@ -29,7 +29,7 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.S | re.M)
 SHELL = {"", "bash", "sh", "console", "shell"}
 # Names a block may use without defining them: the user's own objects, named in the prose around the block.
 USERS_OWN = {"model", "tokenizer", "predict", "res", "params", "tags"}
-RUN_WHOLE = {("concepts.md", 1), ("engine.md", 1)}  # (page, index of its Python block): need no data, run whole
+RUN_WHOLE = {("plugins.md", 0), ("engine.md", 1)}  # (page, index of its Python block): need no data, run whole
 
 
 @dataclass(frozen=True)
@@ -231,8 +231,39 @@ def test_a_block_that_needs_no_data_runs_whole(block, tmp_path):
         with pytest.raises(StopIteration) as done:
             search.send([[0.9, 0.1]])
         assert request.kind == "predict" and done.value.value.text == ("a fine film !",)
-    if block.page == "concepts.md":
+    if block.page == "plugins.md":
         assert namespace["EXAMPLE"].name == "example"
+
+
+ENTRY_POINT_GROUPS = {"robench.models", "robench.attacks", "robench.tasks"}  # plugin groups, not modules
+
+
+def _resolves(dotted: str) -> bool:
+    """A dotted name is an importable module, or an attribute chain of one."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(owner, name):
+                return False
+            owner = getattr(owner, name)
+        return True
+    return False
+
+
+def test_every_module_path_and_dotted_name_in_the_guides_exists():
+    """`robench/engine/words.py`, `robench.data.loading.subset`: what the prose names in code spans is there."""
+    stale = []
+    for page in WRITTEN:
+        spans = " ".join(re.findall(r"`([^`\n]+)`", FENCE.sub("", page.read_text(encoding="utf-8"))))
+        paths = re.findall(r"\b((?:robench|attacks|models|studies|tests|examples)/[\w/.-]+\.(?:py|toml|j2))\b", spans)
+        stale += [f"{page.name}: {path}" for path in paths if not (REPO / path).exists()]
+        names = set(re.findall(r"\b((?:robench|attacks|models)(?:\.[A-Za-z_]\w*)+)", spans)) - ENTRY_POINT_GROUPS
+        stale += [f"{page.name}: {name}" for name in sorted(names) if not name.endswith(".md") and not _resolves(name)]
+    assert stale == []
 
 
 def test_the_checks_catch_a_stale_import_a_wrong_keyword_and_an_undefined_name():
@@ -245,4 +276,5 @@ def test_the_checks_catch_a_stale_import_a_wrong_keyword_and_an_undefined_name()
     with pytest.raises(AssertionError, match="evaluat"):
         _check_calls(tree, _imports(tree))
     assert _free_names(ast.parse("from x import y\ny(z)")) == {"z"}
+    assert not _resolves("robench.data.tasks.subset") and _resolves("robench.data.loading.subset")
     assert len(BLOCKS) >= 5

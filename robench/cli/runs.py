@@ -215,7 +215,7 @@ def cmd_list(args) -> None:
     import contextlib
 
     from robench.core.progress import phase
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.engine.attack import ATTACKS
     from robench.training.defense import MODELS
 

@@ -73,7 +73,7 @@ def _built_in_local(record: RunRecord) -> bool:
 def _dev_labels(task: str | None, data_dir: Path | None) -> tuple[int, ...] | None:
     if task is None or data_dir is None:
         return None
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split
 
     try:
