@@ -29,7 +29,7 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.S | re.M)
 SHELL = {"", "bash", "sh", "console", "shell"}
 # Names a block may use without defining them: the user's own objects, named in the prose around the block.
 USERS_OWN = {"model", "tokenizer", "predict", "res", "params", "tags"}
-RUN_WHOLE = {("concepts.md", 1), ("engine.md", 1)}  # (page, index of its Python block): need no data, run whole
+RUN_WHOLE = {("plugins.md", 0), ("engine.md", 1)}  # (page, index of its Python block): need no data, run whole
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ def test_a_block_that_needs_no_data_runs_whole(block, tmp_path):
         with pytest.raises(StopIteration) as done:
             search.send([[0.9, 0.1]])
         assert request.kind == "predict" and done.value.value.text == ("a fine film !",)
-    if block.page == "concepts.md":
+    if block.page == "plugins.md":
         assert namespace["EXAMPLE"].name == "example"
 
 
