@@ -9,8 +9,10 @@ and describing the encoder and stopwords for the run record.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from robench.core.params import bounded
 from robench.engine import resources
 from robench.engine.budgets import budget_setting
 from robench.engine.constraints import Constraint, IndexConstraint, MaxWordsPerturbed, Similarity, WordCosine
@@ -26,6 +28,21 @@ class EncoderParams(Protocol):
     similarity_metric: str  # "angular" or "cosine"
     encoder_threshold: float | None  # on the encoder's own scale; None: mapped from similarity_threshold
     query_budget: int | None
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """The knobs every word-level search recipe shares (its params dataclass derives from this, and its own fields
+    follow): how the search runs, and its query budget."""
+
+    lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
+    fluency_max_drop: float | None = bounded(None, 0, 1000)  # nats a swap may lower log p(text) (None: no check)
+    sense_min_cos: float | None = bounded(None, -1, 1)  # budget=natural's sense threshold (None: SENSE_MIN_COS)
+    grammar_check: bool = True  # budget=natural's grammar check (off: the frontier study's knob)
+    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
+    queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
+    concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
+    encoder_batch_size: int = bounded(128, 1, 4096)
 
 
 def validate_encoder_params(params: EncoderParams) -> None:

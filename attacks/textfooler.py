@@ -100,6 +100,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from robench.attacks.common import (
+    SearchParams,
     apply_budget,
     check_fluency,
     check_threshold,
@@ -111,7 +112,6 @@ from robench.attacks.common import (
     setting_constraints,
     validate_encoder_params,
 )
-
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.core.types import Task
@@ -141,8 +141,9 @@ PAPER_VALUES = {"k": 50, "min_cos": 0.5, "max_modification_rate": 1.0, "similari
 
 
 @dataclass(frozen=True)
-class TextFoolerParams:
-    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's."""
+class TextFoolerParams(SearchParams):
+    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's; the
+    search's own knobs (concurrency, query budget, ...) come from `SearchParams`."""
 
     budget: str = DEFAULT_BUDGET  # textdefender (default), morris2020, natural or paper (robench.engine.budgets)
     k: int | None = bounded(None, 1, 1000)  # synonym candidates per word
@@ -158,14 +159,6 @@ class TextFoolerParams:
     encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder used; None: mapped from the above
     window: int | None = bounded(None, 1, 1000)  # words around the swapped word compared by the sentence encoder
     skip_shorter_than_window: bool | None = None
-    lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
-    fluency_max_drop: float | None = bounded(None, 0, 1000)  # nats a swap may lower log p(text) (None: no check)
-    sense_min_cos: float | None = bounded(None, -1, 1)  # budget=natural's sense threshold (None: SENSE_MIN_COS)
-    grammar_check: bool = True  # budget=natural's grammar check (off: the frontier study's knob)
-    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
-    queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
-    concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
-    encoder_batch_size: int = bounded(128, 1, 4096)
 
     def __post_init__(self) -> None:
         apply_budget(self, PAPER_VALUES)

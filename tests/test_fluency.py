@@ -162,7 +162,6 @@ def test_every_run_record_carries_its_fluency(settings, tiny_backbone):
 def test_the_natural_setting_takes_the_calibrations_threshold():
     """budget=natural's max drop is the one studies/lm_fluency.py chose from the readings (>= 85% fluent kept)."""
     from robench.attacks.textfooler import TextFoolerParams
-
     from robench.engine.budgets import NATURAL, TEXTDEFENDER
     from robench.engine.fluency import calibration
 

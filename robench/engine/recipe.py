@@ -84,8 +84,10 @@ class Composition:
     services: Mapping[str, Service] = field(default_factory=dict)
     profile: Profile = field(default_factory=Profile)
 
-    def __post_init__(self) -> None:
-        self.similarity  # noqa: B018 - a declaration with two sentence-encoder constraints fails here, not per example
+    def __post_init__(self) -> None:  # a declaration with two encoder or LM constraints fails here, not per example
+        for kind, what in ((Similarity, "sentence-encoder"), (Fluency, "language-model")):
+            if sum(isinstance(c, kind) for c in self.constraints) > 1:
+                raise ValueError(f"a composition takes at most one {what} constraint")
 
     @property
     def index_constraints(self) -> list[IndexConstraint]:
@@ -97,17 +99,11 @@ class Composition:
 
     @property
     def similarity(self) -> Similarity | None:
-        return self._one(Similarity, "sentence-encoder")
+        return next((c for c in self.constraints if isinstance(c, Similarity)), None)
 
     @property
     def fluency(self) -> Fluency | None:
-        return self._one(Fluency, "language-model")
-
-    def _one(self, kind: type, what: str) -> Any:
-        found = [c for c in self.constraints if isinstance(c, kind)]
-        if len(found) > 1:
-            raise ValueError(f"a composition takes at most one {what} constraint")
-        return found[0] if found else None
+        return next((c for c in self.constraints if isinstance(c, Fluency)), None)
 
     def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
         original = Words.of(text)
