@@ -60,7 +60,8 @@ check: setup
 # The reference outputs, regenerated from the packed records (records.jsonl, examples.parquet) after new ones land
 # (tests/test_reference_leaderboard.py checks them byte for byte): per protocol the leaderboard (csv, md; the html
 # page and its run pages, not committed) and compare.txt; the claims' verdicts (results/reference/claims.{md,json});
-# the measured cost (cost.md); the README's results table. The scripts are in studies/.
+# the replicated control's registered result (results/control-replication/confirmatory.{md,json},
+# tests/test_doc_figures.py); the measured cost (cost.md); the README's results table. The scripts are in studies/.
 REFERENCES := reference reference-lowres reference-qnli
 reference: | setup
 	for name in $(REFERENCES); do \
@@ -69,6 +70,7 @@ reference: | setup
 	  $(BIN)/robench compare --results-dir results/$$name --baseline bert > results/$$name/compare.txt || exit 1; \
 	done
 	$(BIN)/python studies/claims.py >/dev/null
+	$(BIN)/python studies/control_replication.py >/dev/null
 	$(BIN)/python studies/cost.py >/dev/null
 	$(BIN)/python studies/natural_cost.py >/dev/null
 	$(BIN)/python studies/natural_reading.py >/dev/null
