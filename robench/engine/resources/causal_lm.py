@@ -84,6 +84,8 @@ def _folder_source(settings: Settings, folder: Path) -> LMSource:
 def check_lm(settings: Settings) -> LMSource:
     """Before any expensive work: the LM's file is there and transformers can read GGUF (the `gguf` package)."""
     source = lm_source(settings)
+    if source.package == "-":  # a folder of safetensors: no GGUF to read
+        return source
     try:
         import gguf  # noqa: F401
     except ImportError:
