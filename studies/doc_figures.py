@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from robench.core.packed import runs_to_read
+from robench.core.packed import is_packed, runs_to_read
 from robench.core.records import iter_records
 from robench.report.compare import compare, group_settings
 
@@ -56,7 +56,7 @@ def records_figures(results: Path = ROOT / "results") -> Figures:
     """Every comparison with bert in the folders, and every claim's figures."""
     out = Figures()
     for name in FOLDERS:
-        if not (results / name).is_dir():
+        if not is_packed(results / name):  # the replication's records land packed when its runs are done
             continue
         runs = runs_to_read(results / name)
         for c in compare(group_settings(iter_records(runs)), runs, "bert"):

@@ -55,3 +55,25 @@ def test_the_replicated_control_regenerates_from_its_records(shared_data, monkey
     load_study("control_replication").main(tmp_path)
     for name in ("confirmatory.md", "confirmatory.json"):
         assert (tmp_path / name).read_text() == (folder / name).read_text(), name
+
+
+@pytest.mark.parametrize("seeds, verdict, complete", [((5, 6, 7, 8, 9), "confirmed", True),
+                                                       ((5, 6, 7), "insufficient seeds", False)])
+def test_the_registered_analysis(tmp_path, seeds, verdict, complete):
+    """a2t right under attack on 10 more of 100 examples than bert at every seed: confirmed at the 5 registered
+    seeds; at 3, no verdict, and the result says it is incomplete."""
+    import numpy as np
+    from test_compare import fake_run, statuses
+
+    from robench.core.packed import pack_results_dir
+
+    rng = np.random.default_rng(0)
+    for seed in seeds:
+        for model, robust in (("bert", 30), ("a2t", 40)):
+            kept = robust + int(rng.integers(0, 3))
+            fake_run(tmp_path / "runs", statuses(kept, 100 - kept, rng=rng), model=model, seed=seed, eval_size=100)
+    pack_results_dir(tmp_path, tmp_path / "cache")
+    result = load_study("control_replication").main(tmp_path)
+    assert (result["verdict"], result["complete"], result["seeds"], result["family"]) == (verdict, complete,
+                                                                                         list(seeds), 1)
+    assert ("Incomplete" in (tmp_path / "confirmatory.md").read_text()) is not complete
