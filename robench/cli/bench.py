@@ -228,6 +228,12 @@ def _add_estimate(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="time `robench run --dry-run` as a new process, first (it times the model) and again, against "
                         "the 15 s target, instead of estimating and running")
+    p.add_argument("--headline", action="store_true",
+                   help="the README's headline command (robench run --model imbert --attack textfooler) instead of "
+                        "--models at these sizes")
+    p.add_argument("--protocol", metavar="NAME", help="with --checkpoint: that checkpoint through protocol NAME "
+                                                      "(reference), its runs' estimate made before any of them")
+    p.add_argument("--checkpoint", metavar="DIR", help="with --protocol: the checkpoint it runs")
     add_common_args(p)
     p.set_defaults(handler=cmd_estimate)
 
