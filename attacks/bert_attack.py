@@ -83,6 +83,7 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 import numpy as np
+
 from robench.attacks.common import (
     apply_budget,
     check_threshold,
@@ -92,7 +93,6 @@ from robench.attacks.common import (
     setting_constraints,
     validate_encoder_params,
 )
-
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.engine import resources

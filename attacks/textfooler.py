@@ -108,7 +108,6 @@ from robench.attacks.common import (
     setting_constraints,
     validate_encoder_params,
 )
-
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.core.types import Task

@@ -23,5 +23,5 @@ def test_every_command_and_flag_is_documented_once_in_full():
     for name in ("run", "train", "leaderboard", "compare", "show", "grid", "resources list", "bench attack",
                  "annotate export"):
         assert f"`robench {name}`" in text
-    assert sum(page.count("| `--checkpoint PATH_OR_HUB_ID` |") for page in pages.values()) == 1
+    assert sum(page.count("- `--checkpoint PATH_OR_HUB_ID`:") for page in pages.values()) == 1
     assert "As in [`robench run`](#robench-run): `--model`" in pages["cli.md"]  # train's flags point to run's

@@ -198,9 +198,10 @@ def test_natural_without_its_inputs_fails_before_training(settings, tiny_backbon
 
 def test_natural_setting_runs_its_filters_in_bert_attack(tiny_backbone, tiny_model, settings):  # noqa: F811
     import torch
-    from robench.attacks.bert_attack import RECIPE, BertAttackParams, BertAttackResources, describe
     from test_attacks import FakeEncoder
     from transformers import AutoTokenizer, BertForMaskedLM
+
+    from robench.attacks.bert_attack import RECIPE, BertAttackParams, BertAttackResources, describe
 
     torch.manual_seed(0)
     mlm = type("MLM", (), {"model": BertForMaskedLM.from_pretrained(tiny_backbone),

@@ -334,10 +334,11 @@ def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Co
     from robench.classifier.device import pick_device
 
     device = str(pick_device(options.device))
+    from robench.runs.options import data_source
     from robench.runs.resolve import resolve_run
 
-    runs = {label: resolve_run(spec, settings)
-            for label, spec in specs(options, "local" if settings.data_dir is not None else "hub", settings).items()}
+    runs = {label: resolve_run(spec, settings) for label, spec in specs(options, data_source(None, settings),
+                                                                         settings).items()}
     first = next(iter(runs.values()))
     task = first.spec.task
     warm_up(first, device, console)

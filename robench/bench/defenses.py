@@ -262,9 +262,10 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     from robench.classifier.backbone import load_tokenizer, resolve_backbone
     from robench.classifier.device import pick_device
     from robench.classifier.victim import Victim, defended
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, subset, texts_of
     from robench.runs.estimate import leave_one_out
+    from robench.runs.options import data_source
     from robench.training.defense import resolve_model
     from robench.training.loop import encode, train_step, training_context
     from robench.training.objective import Objective
@@ -275,7 +276,8 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     backbone = resolve_backbone(options.backbone)
     tokenizer = load_tokenizer(backbone.location)
     n = options.batch_size * (steps + 1)
-    data = subset(load_split(task, "train", settings.data_dir, options.data_source or "local"), n, options.seeds[0])
+    source = data_source(options.data_source, settings)
+    data = subset(load_split(task, "train", settings.data_dir, source), n, options.seeds[0])
     collate = DataCollatorWithPadding(tokenizer)
     features = encode(tokenizer, task, data, options.max_length)
     batches = [collate(features[i:i + options.batch_size]) for i in range(0, len(features), options.batch_size)]
@@ -305,7 +307,7 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     train_rows = sum(len(batch["input_ids"]) for batch in batches)
     passes_per_step = {name: count[0] / train_rows for name, count in rows.items()}
     # inference as attacks query each model (SAFER: its vote), on the same attack-shaped queries, round robin
-    dev = load_split(task, "eval", settings.data_dir, options.data_source or "local")
+    dev = load_split(task, "eval", settings.data_dir, source)
     sentences = texts_of(subset(dev, infer_sentences, options.seeds[0]), task)
     queries = [variant for text in sentences for variant in leave_one_out(text)]
     victims = {name: defended(Victim(objective.model.eval(), tokenizer, device, max_length=options.max_length),

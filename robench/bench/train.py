@@ -32,7 +32,7 @@ def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
 
     from robench.classifier.backbone import load_tokenizer, resolve_backbone
     from robench.classifier.victim import Victim, accuracy
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import column, load_split, subset, texts_of
 
     task, backbone, cfg = TASKS.get(spec.task), resolve_backbone(spec.backbone), spec.train

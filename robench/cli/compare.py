@@ -32,11 +32,12 @@ def _compare(args, runs_dir, data_dir) -> None:
     from robench.report.compare import compare, group_settings, nothing_compared
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
-    from robench.report.untrained import untrained_runs
+    from robench.report.untrained import unchecked_runs, untrained_runs
 
     records = load_records(runs_dir)
     groups = group_settings(records.current)
     untrained = untrained_runs(records.current, runs_dir, data_dir)
+    unchecked = unchecked_runs(records.current, runs_dir, data_dir)
     found = compare(groups, runs_dir, args.baseline, untrained)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
@@ -72,6 +73,8 @@ def _compare(args, runs_dir, data_dir) -> None:
                   "seeds\")")
     for run_id, warning in sorted(untrained.items()):
         print(f"warning: {run_id}: {warning}; its seed is left out of every comparison")
+    for run_id, note in sorted(unchecked.items()):
+        print(f"note: {run_id}: {note}")
     if records.note:
         print(records.note)
 

@@ -192,7 +192,7 @@ def plan_lines(resolved, device: str, cost: bool = True, remeasure: bool = False
              f"checkpoint: {p.checkpoint} ({state})"]
     if p.spec.checkpoint is not None and p.spec.checkpoint.get("kind") == "checkpoint":
         from robench.runs.checkpoint_info import directory_lines
-        from robench.training.given import checkpoint_dir
+        from robench.runs.given import checkpoint_dir
 
         lines += directory_lines(checkpoint_dir(p.spec.checkpoint["location"]), resolved.label_order,
                                  p.spec.checkpoint.get("label_map"))
@@ -235,21 +235,36 @@ def summary_table(record) -> Table:
     if warnings := untrained_warnings(record):
         table.caption = plain("WARNING: the checkpoint " + "; ".join(warnings) + " (its accuracy under attack says "
                               "nothing about robustness)")
+    elif note := unchecked_note(record):
+        table.caption = plain(f"note: {note}")
     return table
 
 
 def untrained_warnings(record) -> list[str]:
     """The record's failed chance checks (`robench.runs.chance`), as warnings."""
-    from robench.runs.chance import ChanceCheck, untrained
+    from robench.runs.chance import untrained
 
-    return [c.warning() for c in untrained([ChanceCheck.from_dict(d) for d in record.metrics.get("chance") or []])]
+    return [c.warning() for c in untrained(_chance_checks(record))]
+
+
+def unchecked_note(record) -> str | None:
+    """The note "too few examples to check training (...)" when none of the record's chance checks can tell."""
+    from robench.runs.chance import unchecked
+
+    return unchecked(_chance_checks(record))
+
+
+def _chance_checks(record) -> list:
+    from robench.runs.chance import ChanceCheck
+
+    return [ChanceCheck.from_dict(d) for d in record.metrics.get("chance") or []]
 
 
 def cmd_list(args) -> None:
     import contextlib
 
     from robench.core.progress import phase
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.engine.attack import ATTACKS
     from robench.training.defense import MODELS
 

@@ -83,8 +83,9 @@ class Composition:
     services: Mapping[str, Service] = field(default_factory=dict)
     profile: Profile = field(default_factory=Profile)
 
-    def __post_init__(self) -> None:
-        self.similarity  # noqa: B018 - a declaration with two sentence-encoder constraints fails here, not per example
+    def __post_init__(self) -> None:  # a declaration with two sentence-encoder constraints fails here, not per example
+        if sum(isinstance(c, Similarity) for c in self.constraints) > 1:
+            raise ValueError("a composition takes at most one sentence-encoder constraint")
 
     @property
     def index_constraints(self) -> list[IndexConstraint]:
@@ -96,10 +97,7 @@ class Composition:
 
     @property
     def similarity(self) -> Similarity | None:
-        found = [c for c in self.constraints if isinstance(c, Similarity)]
-        if len(found) > 1:
-            raise ValueError("a composition takes at most one sentence-encoder constraint")
-        return found[0] if found else None
+        return next((c for c in self.constraints if isinstance(c, Similarity)), None)
 
     def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
         original = Words.of(text)

@@ -405,7 +405,7 @@ def measure_speed(run: ResolvedRun, device: torch.device, texts: RunTexts) -> Mo
     (`inference_rate`)."""
     from robench.classifier.backbone import load_tokenizer
     from robench.classifier.victim import Victim, defended
-    from robench.training.given import load_victim
+    from robench.runs.given import load_victim
     from robench.training.loop import time_steps
 
     spec, start = run.spec, time.perf_counter()

@@ -8,7 +8,7 @@
   label order unless `label_map` says otherwise). robench cannot hash a function, so you name it
   (`name=`) and the record says the identity is user-declared: a changed function needs a new name.
 
-A classifier's identity is its weights, label names and tokenizer content (`robench.training.weights`): the same
+A classifier's identity is its weights, label names and tokenizer content (`robench.classifier.weights`): the same
 weights by path, hub id or in memory give one run id and one leaderboard row. All three return the same
 `RunRecord` as `robench.run` and write to the same results directory.
 """
@@ -22,16 +22,16 @@ from rich.console import Console
 from torch import nn
 
 from robench.classifier.victim import BaseVictim, CallableVictim, Victim, defended
+from robench.classifier.weights import weights_sha256
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings, resolve_settings
 from robench.core.progress import phase
 from robench.core.records import RunRecord
 from robench.runs import runner
+from robench.runs.given import display_name, label_order, parse_label_map
 from robench.runs.options import RunOptions, specs
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.runner import PreparedModel, dev_accuracy
-from robench.training.given import display_name, label_order, parse_label_map
-from robench.training.weights import weights_sha256
 
 ModelFunction = Callable[[list], Any]  # list[str] | list[tuple[str, str]] -> logits
 # the run options that apply to a model robench does not train (robench.runs.options.RunOptions)

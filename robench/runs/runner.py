@@ -27,10 +27,10 @@ from robench.engine.metrics import textattack_metrics
 from robench.engine.words import join_fields
 from robench.runs import chance
 from robench.runs.estimate import CostEstimate, estimate
+from robench.runs.given import load_victim
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.spec import RunSpec
 from robench.runs.store import RunStore, git_commit, hyperparameters_hash, now, package_versions
-from robench.training.given import load_victim
 from robench.training.loop import TrainedModel, checkpoint_key, fine_tune, is_cached
 
 OnEstimate = Callable[[CostEstimate], None]
@@ -243,12 +243,10 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     split = resolved.attacked_split()
     rows = subset_indices(len(split), spec.eval_size, spec.eval_seed)  # never the training seed: paired runs
     eval_data = split if len(rows) == len(split) else split.select(rows)
-    ctx = AttackContext(spec, task, model.victim, settings, eval_data, model.dev_accuracy, {}, store.append,
-                        console)
     if force:
         store.partial_path.unlink(missing_ok=True)
     made_with = hyperparameters_hash(resolved.hyperparameters())
-    done = ctx.done = store.load_partial(_matches(eval_data, task), made_with)
+    done = store.load_partial(_matches(eval_data, task), made_with)
 
     def record_progress(result: ExampleResult) -> None:  # the cost so far travels with each result
         if result.status == "error":  # an error is not a result: a resumed attack tries the example again
@@ -257,7 +255,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
                               "victim_queries": done.victim_queries + model.victim.model_evaluations,
                               "made_with": made_with})
 
-    ctx.record = record_progress
+    ctx = AttackContext(spec, task, model.victim, settings, eval_data, model.dev_accuracy, done, record_progress,
+                        console, split=split)
     PHASES.info("attacking %d examples with %s (its resources load first)", len(rows), spec.attack)
     try:
         output = recipe.attack(ctx, resolved.attack_params)
@@ -307,7 +306,7 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
 def _architecture(given: dict[str, Any]) -> dict[str, str]:
     """A saved checkpoint's backbone as its config.json names it (`robench.runs.checkpoint_info.architecture`)."""
     from robench.runs.checkpoint_info import architecture, read_config
-    from robench.training.given import checkpoint_dir
+    from robench.runs.given import checkpoint_dir
 
     if given.get("kind") != "checkpoint":
         return {}

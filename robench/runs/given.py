@@ -18,11 +18,11 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from robench.classifier.victim import BaseVictim, Victim, defended
+from robench.classifier.weights import folder_weights_sha256
 from robench.core.errors import RobenchError
 from robench.core.hashing import files_sha256
 from robench.core.text import excerpt
 from robench.core.types import Task
-from robench.training.weights import folder_weights_sha256
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")  # the first pattern that matches names the weight files
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "*.model")
@@ -53,7 +53,7 @@ def checkpoint_dir(location: str) -> Path:
 
 def describe_checkpoint(location: str, cache_dir: Path | None = None) -> dict[str, Any]:
     """What a RunSpec records about a checkpoint: where it is and its identity, the hash of its weights, label
-    names and tokenizer content (`robench.training.weights`; the same weights in memory get the same), cached
+    names and tokenizer content (`robench.classifier.weights`; the same weights in memory get the same), cached
     by the hash of its weight, config and tokenizer files (a robench checkpoint's training.json left out)."""
     folder = checkpoint_dir(location)
     weights = _weight_files(location, folder)
