@@ -115,8 +115,13 @@ def requested_runs(args, settings, attack: bool) -> Iterable[ResolvedRun]:
     from robench.core.progress import phase
 
     if getattr(args, "protocol", None):
-        return protocol_runs_from_args(args, settings)
-    specs = specs_from_args(args, settings)
+        with phase(f"resolving the runs of protocol {args.protocol} (reading the checkpoint and the data)"):
+            return protocol_runs_from_args(args, settings)
+    if getattr(args, "checkpoint", None):
+        with phase("reading the checkpoint's files (transformers loads to check them)"):
+            specs = specs_from_args(args, settings)
+    else:
+        specs = specs_from_args(args, settings)
     _require_names(specs, attack)
     with phase("loading torch and transformers"):
         from robench.runs.resolve import resolve_run
@@ -152,6 +157,10 @@ def cmd_train(args) -> None:
     if args.dry_run:
         return dry_run(args, settings, attack=False)
     for spec in specs_from_args(args, settings):
+        if args.remeasure:
+            from robench.runs.resolve import resolve_run
+
+            remeasure([resolve_run(spec, settings, attack=False)], args.device)
         trained = train(spec, settings, device=args.device, console=console,
                         on_estimate=None if args.no_estimate else say_estimate)
         state = "reused cached checkpoint" if trained.cached else "trained"
@@ -208,10 +217,10 @@ def plan_lines(resolved, device: str, cost: bool = True, remeasure: bool = False
     return p, lines
 
 
-def print_plan(spec, settings, device: str, attack: bool, cost: bool = True) -> None:
+def print_plan(spec, settings, device: str, attack: bool, cost: bool = True, remeasure: bool = False) -> None:
     from robench.runs.resolve import resolve_run
 
-    print("\n".join(plan_lines(resolve_run(spec, settings, attack=attack), device, cost)[1]))
+    print("\n".join(plan_lines(resolve_run(spec, settings, attack=attack), device, cost, remeasure)[1]))
 
 
 ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (clean) accuracy", "clean_accuracy", "%"),

@@ -39,19 +39,28 @@ def phase(what: str, expected: float | None = None) -> Iterator[None]:
     `robench.phases` logger."""
     name = what.split(" (")[0]
     PHASES.info("%s", what if expected is None else f"{what}; expected ~{clock(expected)} on this machine now")
+    start = time.perf_counter()
+    with heartbeat(name, expected):
+        yield
+    if (seconds := time.perf_counter() - start) > 2:
+        PHASES.info("%s: done in %.0f s", name, seconds)
+
+
+@contextlib.contextmanager
+def heartbeat(name: str, expected: float | None = None) -> Iterator[None]:
+    """Every HEARTBEAT seconds while the block runs, `name: 12 s so far` (of its `expected` seconds) as an INFO
+    record of `robench.phases` with `heartbeat=True` (a phase's, or work that says its own first and last line)."""
     start, stop = time.perf_counter(), threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(name, expected, start, stop), daemon=True)
+    beat = threading.Thread(target=_beat, args=(name, expected, start, stop), daemon=True)
     beat.start()
     try:
         yield
     finally:
         stop.set()
         beat.join()
-    if (seconds := time.perf_counter() - start) > 2:
-        PHASES.info("%s: done in %.0f s", name, seconds)
 
 
-def _heartbeat(name: str, expected: float | None, start: float, stop: threading.Event) -> None:
+def _beat(name: str, expected: float | None, start: float, stop: threading.Event) -> None:
     while not stop.wait(HEARTBEAT):
         spent = time.perf_counter() - start
         of = "" if expected is None else f" of ~{clock(expected)} expected"

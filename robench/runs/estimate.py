@@ -48,6 +48,7 @@ import torch
 from robench.core.hashing import content_hash
 from robench.core.machine import Load, load, load_differs
 from robench.core.manifest import content_digest, digest_problem
+from robench.core.progress import heartbeat
 from robench.data.loading import RunTexts
 from robench.runs.resolve import ResolvedRun
 
@@ -315,7 +316,8 @@ def model_speed(run: ResolvedRun, device: torch.device, texts: RunTexts, persist
             + ("a training step or two and " if run.spec.trains else "loading it and ")
             + "attack-shaped predictions of the real model...")
     start = time.perf_counter()
-    measured = memo[path] = Measured(measure_speed(run, device, texts), time.time(), now, fresh=True)
+    with heartbeat(f"timing {run.spec.model}"):
+        measured = memo[path] = Measured(measure_speed(run, device, texts), time.time(), now, fresh=True)
     if say is not None:
         say(f"timed in {time.perf_counter() - start:.1f} s" + (f"; cached in {path}" if persist else ""))
     if persist:

@@ -92,7 +92,8 @@ def plan_resolved(resolved: ResolvedRun, device: str = "auto", cost: bool = True
     cached = given or is_cached(checkpoint)
     record = record_path(settings.runs_dir, spec.run_id) if attack else None
     finished = attack and RunStore(settings.runs_dir, spec.run_id).finished(resolved.hyperparameters()) is not None
-    todo = cost and not finished and (attack or not cached)
+    loadable = spec.trains or spec.checkpoint.get("kind") == "checkpoint"  # not an in-memory model (`evaluate`)
+    todo = cost and loadable and not finished and (attack or not cached)
     torch_device = pick_device(device)
     estimated = estimate(resolved, torch_device, cached, persist=True, say=say, remeasure=remeasure) if todo else None
     return RunPlan(spec, checkpoint, cached, record, finished, estimated, resolved,

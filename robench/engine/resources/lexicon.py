@@ -51,8 +51,9 @@ WORDNET_POS = ("n", "v", "a", "r")
 WORDNET_DIR = "nltk_data/corpora/wordnet"
 RELATIONS_FORMAT = 1  # bump when a change would change what the build produces
 RELATIONS_FILE = "relations.json"
-RELATIONS_BUILD_SECONDS = 40  # building the relations on the reference machine idle (first use; the estimate
-# counts it, scaled to this machine now: robench.core.progress.expected_seconds)
+RELATIONS_BUILD_SECONDS = 13  # building the relations on the reference machine idle, measured (13 s, 2026-12-05,
+# docs/studies/presets.md); the estimate and the phase line scale it to this machine now
+# (robench.core.progress.expected_seconds): at load 23-24 on its 2 cores it took 719 s (21.5 s of CPU)
 WORDNET_LOAD_SECONDS = 10  # loading NLTK's WordNet reader, likewise
 Relation = dict[str, frozenset[str]]
 log = logging.getLogger(__name__)
@@ -252,7 +253,7 @@ def lexicon_inputs(settings: Settings) -> dict[str, Path]:
 @functools.lru_cache(maxsize=4)  # loaded once per process
 def lexicon(settings: Settings) -> Lexicon:
     """The lexical relations of the data dir's lists and WordNet (see the module docstring): the cached build when
-    it verifies, else built now (about 40 s) and cached; under `ROBENCH_LEXICON_CUT`, the cut's (its WordNet
+    it verifies, else built now (13 s idle) and cached; under `ROBENCH_LEXICON_CUT`, the cut's (its WordNet
     knows the parts of speech of the cut table's words only: robench.engine.resources.cut)."""
     inputs = lexicon_inputs(settings)
     if (cut := cut_dir()) is not None:

@@ -34,8 +34,9 @@ from robench.engine.resources.lexicon import ALZANTOT_FILE, ANTONYM_FILES, PPDB_
 VOCAB_SIZE = 100_000
 K = 50
 WORDNET_DIR = "nltk_data/corpora/wordnet"  # an input of the lexicon (hashed into its cache key)
-LEXICON_BUILD_SECONDS = 70  # building the table on the reference machine idle (first use; the estimate counts it,
-# scaled to this machine now: robench.core.progress.expected_seconds)
+LEXICON_BUILD_SECONDS = 49  # building the table on the reference machine idle, measured (49 s, 2026-12-05,
+# docs/studies/presets.md); the estimate and the phase line scale it to this machine now
+# (robench.core.progress.expected_seconds)
 MAX_SENSE = 3  # a WordNet-only pair must share one of the 3 most frequent senses of both words
 
 
