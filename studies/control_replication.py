@@ -12,7 +12,7 @@ alpha 0.05 with no adjustment (m = 1). Confirmed: p < 0.05 and a positive differ
 import json
 from pathlib import Path
 
-from robench.core.packed import runs_to_read
+from robench.core.packed import is_packed, runs_to_read
 from robench.core.records import iter_records
 from robench.report.compare import compare, group_settings
 from robench.report.stats import ALPHA, NO_VERDICT
@@ -65,7 +65,10 @@ def markdown(r: dict) -> str:
         f"records.{status}", ""])
 
 
-def main(folder: Path = FOLDER) -> dict:
+def main(folder: Path = FOLDER) -> dict | None:
+    if not is_packed(folder):  # the registered runs are not all packed yet: nothing to report
+        print(f"{folder}: no packed records yet (results/preregistration/a2t-control.md)")
+        return None
     r = result(folder)
     (folder / "confirmatory.json").write_text(json.dumps(r, indent=1) + "\n")
     (folder / "confirmatory.md").write_text(markdown(r))

@@ -1,4 +1,5 @@
-"""Every comparison statistic of docs/studies/reference.md against what the packed records give (issue 58 item 7).
+"""Every comparison statistic of the studies that report the reference (docs/studies/reference.md, results.md, gpu.md)
+against what the packed records give (issue 58 item 7).
 
 The records: results/reference, reference-lowres, reference-qnli (their comparisons with bert, Holm over each folder's
 family), results/evidence-gpu (the first GPU lend), results/control-replication (the replicated positive control),
@@ -11,21 +12,21 @@ statistics are read from the page by their labels, each rounded as printed:
   claims' refuting p-value after Holm;
 * "detectable 4.6": the difference detectable with 80% power.
 
-The section "History" is exempt: it keeps figures of earlier tests and partial grids, which no record regenerates.
+A section "History" is exempt: it keeps figures of earlier tests and partial grids, which no record regenerates.
 
-    python studies/doc_figures.py   # prints each figure of the page and whether the records give it
+    python studies/doc_figures.py   # prints each figure of the pages and whether the records give it
 """
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from robench.core.packed import runs_to_read
+from robench.core.packed import is_packed, runs_to_read
 from robench.core.records import iter_records
 from robench.report.compare import compare, group_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "studies" / "reference.md"
+PAGES = tuple(ROOT / "docs" / "studies" / f"{name}.md" for name in ("reference", "results", "gpu"))
 FOLDERS = ("reference", "reference-lowres", "reference-qnli", "evidence-gpu", "control-replication")
 CLAIMED_SIZES = (0.083, 0.059, 0.094)  # IM-BERT's AdvGLUE and low-resource claims, FreeLB's (studies/claims.py)
 EXEMPT = "## History"
@@ -55,7 +56,7 @@ def records_figures(results: Path = ROOT / "results") -> Figures:
     """Every comparison with bert in the folders, and every claim's figures."""
     out = Figures()
     for name in FOLDERS:
-        if not (results / name).is_dir():
+        if not is_packed(results / name):  # the replication's records land packed when its runs are done
             continue
         runs = runs_to_read(results / name)
         for c in compare(group_settings(iter_records(runs)), runs, "bert"):
@@ -81,7 +82,7 @@ def _near(shown: str, values: list[float]) -> bool:
     return any(abs(_number(shown) - v) <= half for v in values if v == v)
 
 
-def checked_text(page: Path = PAGE) -> str:
+def checked_text(page: Path) -> str:
     """The page without its exempt section (from EXEMPT to the next second-level heading)."""
     text = page.read_text(encoding="utf-8")
     if EXEMPT not in text:
@@ -112,12 +113,13 @@ def stale(text: str, figures: Figures) -> list[str]:
 
 def main() -> None:
     figures = records_figures()
-    text = checked_text()
-    bad = set(stale(text, figures))
-    for label, shown in page_figures(text):
-        name = f"interval {shown}" if label == "interval" else f"{label} {shown}"
-        print(f"{'STALE' if name in bad else 'ok   '} {name}")
-    print(f"{len(page_figures(text))} figures, {len(bad)} not given by the records")
+    for page in PAGES:
+        text = checked_text(page)
+        bad = set(stale(text, figures))
+        for label, shown in page_figures(text):
+            name = f"interval {shown}" if label == "interval" else f"{label} {shown}"
+            print(f"{page.name}: {'STALE' if name in bad else 'ok   '} {name}")
+        print(f"{page.name}: {len(page_figures(text))} figures, {len(bad)} not given by the records")
 
 
 if __name__ == "__main__":

@@ -284,13 +284,14 @@ def machine() -> str:
 
 def write(rows: list[list[str]], header: list[str], title: str, target: Path) -> tuple[Path, Path]:
     from robench.core.files import atomic_write
+    from robench.core.text import csv_name, markdown_cell
 
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(header)
-    writer.writerows(rows)
-    md = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    md += ["| " + " | ".join(row) + " |" for row in rows]
+    writer.writerow([csv_name(cell) for cell in header])
+    writer.writerows([csv_name(cell) for cell in row] for row in rows)
+    md = [f"### {title}", "", "| " + " | ".join(map(markdown_cell, header)) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(map(markdown_cell, row)) + " |" for row in rows]
     csv_path, md_path = target.with_suffix(".csv"), target.with_suffix(".md")
     atomic_write(csv_path, buf.getvalue())
     atomic_write(md_path, "\n".join(md) + "\n")

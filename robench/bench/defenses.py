@@ -29,7 +29,7 @@ from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.params import params_by_model
 from robench.core.paths import Settings
-from robench.report.leaderboard import aggregate, format_mean_std, records_frame
+from robench.report.leaderboard import aggregate, csv_text, format_mean_std, records_frame
 from robench.runs.spec import TrainConfig
 from robench.runs.store import now
 
@@ -132,7 +132,7 @@ def rich_table(table: pd.DataFrame, title: str) -> Table:
 
 
 def write(settings: Settings, stem: str, table: pd.DataFrame, md: str) -> None:
-    atomic_write(settings.results_dir / f"{stem}.csv", table.to_csv(index=False, float_format="%.6f"))
+    atomic_write(settings.results_dir / f"{stem}.csv", csv_text(table))
     atomic_write(settings.results_dir / f"{stem}.md", md)
 
 

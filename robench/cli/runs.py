@@ -254,6 +254,10 @@ def reference_view(args, settings, into):
     from robench.core.packed import runs_to_read
     from robench.report.reference import with_reference
 
+    if Path(into).resolve() == settings.results_dir.resolve():
+        raise RobenchError(f"--output {into} is the results directory: --with-reference writes links to the "
+                           "published records into OUTPUT/runs, beside your own; choose another --output (default: "
+                           "RESULTS_DIR/with-reference)")
     with_reference(runs_to_read(settings.results_dir, settings.cache_dir), args.with_reference, Path(into))
     return Path(into)
 
