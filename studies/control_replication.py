@@ -4,8 +4,9 @@ results/control-replication (bert and a2t x seeds 5-9, TextFooler, the reference
 
 The claim "a2t is more robust than bert under TextFooler" is a confirmatory family of this one comparison: a2t minus
 bert in accuracy under attack, paired over matched seeds and shared examples (robench.report.compare), two-sided at
-alpha 0.05 with no adjustment (m = 1). Confirmed: p < 0.05 and a positive difference; the opposite finding: p <
-0.05 and a negative one; otherwise not confirmed. Fewer than the 5 registered seeds: labelled incomplete.
+alpha 0.05 with no adjustment (m = 1). Confirmed (more robust): p < 0.05 and a positive difference; not confirmed:
+p < 0.05 and a negative one (less robust), or p >= 0.05 (inconclusive, with the difference the test detects with 80%
+power). Fewer than the 5 registered seeds: labelled incomplete.
 
     python studies/control_replication.py   # writes results/control-replication/confirmatory.{md,json}
 """
@@ -22,13 +23,14 @@ REGISTERED_SEEDS = (5, 6, 7, 8, 9)
 CLAIM = "a2t > bert under TextFooler, SST-2, 300 dev sentences (seeds 5-9, the reference v3 settings)"
 
 
-def registered_verdict(difference: float, p: float, verdict: str) -> str:
-    """The registered outcome of the one comparison (its `verdict` for the cases with none)."""
+def registered_verdict(difference: float, p: float, detectable: float, verdict: str) -> str:
+    """The registered outcome of the one comparison, with the verdict's words (docs/guide/statistics.md; D, in a
+    family of one, is the detectable difference at alpha 0.05); `verdict` for the cases with none."""
     if verdict in NO_VERDICT:
         return verdict
     if p < ALPHA:
-        return "confirmed" if difference > 0 else "the opposite: a2t less robust"
-    return "not confirmed"
+        return "confirmed: more robust" if difference > 0 else "not confirmed: less robust"
+    return f"not confirmed: inconclusive: differences up to {100 * detectable:.1f} points cannot be ruled out"
 
 
 def result(folder: Path = FOLDER) -> dict:
@@ -44,7 +46,7 @@ def result(folder: Path = FOLDER) -> dict:
     return {"claim": CLAIM, "family": 1, "seeds": list(c.seeds), "left_out": list(c.excluded),
             "examples": c.examples, "difference": [round(100 * x, 4) for x in (d.value, d.low, d.high)],
             "p": float(f"{c.p_value:.6g}"), "detectable": round(100 * c.detectable, 4),
-            "verdict": registered_verdict(d.value, c.p_value, c.verdict), "complete": complete}
+            "verdict": registered_verdict(d.value, c.p_value, c.detectable, c.verdict), "complete": complete}
 
 
 def markdown(r: dict) -> str:

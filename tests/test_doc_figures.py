@@ -57,7 +57,7 @@ def test_the_replicated_control_regenerates_from_its_records(shared_data, monkey
         assert (tmp_path / name).read_text() == (folder / name).read_text(), name
 
 
-@pytest.mark.parametrize("seeds, verdict, complete", [((5, 6, 7, 8, 9), "confirmed", True),
+@pytest.mark.parametrize("seeds, verdict, complete", [((5, 6, 7, 8, 9), "confirmed: more robust", True),
                                                        ((5, 6, 7), "insufficient seeds", False)])
 def test_the_registered_analysis(tmp_path, seeds, verdict, complete):
     """a2t right under attack on 10 more of 100 examples than bert at every seed: confirmed at the 5 registered
