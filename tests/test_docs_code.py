@@ -8,12 +8,14 @@ import argparse
 import ast
 import builtins
 import contextlib
+import functools
 import importlib
 import inspect
 import io
 import re
 import runpy
 import shlex
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,9 +80,14 @@ def _commands(line: str) -> list[list[str]]:
     return commands
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    return build_parser()
+
+
 def _command_path(argv: list[str]) -> list[str]:
     """The leading words of `argv` that name a (sub-)command: `resources build-mlm` of `resources build-mlm --force`."""
-    parser, path = build_parser(), []
+    parser, path = _parser(), []
     for word in argv:
         sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
         if sub is None or word not in sub.choices:
@@ -238,20 +245,54 @@ def test_a_block_that_needs_no_data_runs_whole(block, tmp_path):
 ENTRY_POINT_GROUPS = {"robench.models", "robench.attacks", "robench.tasks"}  # plugin groups, not modules
 
 
-def _resolves(dotted: str) -> bool:
-    """A dotted name is an importable module, or an attribute chain of one."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            owner = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for name in parts[cut:]:
-            if not hasattr(owner, name):
-                return False
-            owner = getattr(owner, name)
-        return True
+PACKAGE_DIRS = {("robench", "models"): "models", ("robench", "attacks"): "attacks", ("robench", "results"): "results"}
+
+
+def _module_file(parts: list[str]) -> Path | None:
+    """The source file of a dotted module name (robench.attacks is the attacks/ folder: pyproject's package-dir)."""
+    folder = PACKAGE_DIRS.get(tuple(parts[:2]))
+    path = REPO.joinpath(folder, *parts[2:]) if folder else REPO.joinpath(*parts)
+    return next((f for f in (path / "__init__.py", path.with_suffix(".py")) if f.is_file()), None)
+
+
+def _top_level_names(body: list[ast.stmt]) -> dict[str, ast.stmt]:
+    names: dict[str, ast.stmt] = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update({(a.asname or a.name).split(".")[0]: node for a in node.names})
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update({n.id: node for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)})
+    return names
+
+
+def _in_lazy_all(body: list[ast.stmt], name: str) -> bool:
+    """A module with a `__getattr__` (robench's lazy API) exports what its `__all__` lists."""
+    for node in body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return name in ast.literal_eval(node.value)
     return False
+
+
+def _resolves(dotted: str) -> bool:
+    """A dotted name is a module of this repository, or a name its source defines (a class's own names too),
+    read from the source without importing anything."""
+    parts = dotted.split(".")
+    cut = next((c for c in range(len(parts), 0, -1) if _module_file(parts[:c])), 0)
+    if not cut:
+        return False
+    body = ast.parse(_module_file(parts[:cut]).read_text(encoding="utf-8")).body
+    for name in parts[cut:]:
+        names = _top_level_names(body)
+        node = names.get(name)
+        if node is None:
+            return _in_lazy_all(body, name) if "__getattr__" in names else False
+        if not isinstance(node, ast.ClassDef):
+            return True  # an attribute of a function's or a value's result: not checked further
+        body = node.body
+    return True
 
 
 def test_every_module_path_and_dotted_name_in_the_guides_exists():
@@ -266,6 +307,24 @@ def test_every_module_path_and_dotted_name_in_the_guides_exists():
     assert stale == []
 
 
+def _prose(script: Path) -> str:
+    """A script's docstrings and comments: what it says in words about the code it calls."""
+    source = script.read_text(encoding="utf-8")
+    nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))]
+    comments = [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
+    return "\n".join([ast.get_docstring(n) or "" for n in nodes] + comments)
+
+
+def test_every_dotted_name_a_study_script_says_in_words_exists():
+    """Their docstrings and comments name robench's code (`robench.engine.constraints.WordNetPos`): it is there."""
+    stale = []
+    for script in sorted((REPO / "studies").glob("*.py")):
+        names = set(re.findall(r"\b((?:robench|attacks|models)(?:\.[A-Za-z_]\w*)+)\b", _prose(script)))
+        stale += [f"{script.name}: {name}" for name in sorted(names)
+                  if not re.search(r"\.(md|csv|jsonl?|toml|html|parquet|txt|py)$", name) and not _resolves(name)]
+    assert stale == []
+
+
 def test_the_checks_catch_a_stale_import_a_wrong_keyword_and_an_undefined_name():
     with pytest.raises(ImportError):
         _imports(ast.parse("from robench.engine.scheduler import resources"))
@@ -277,4 +336,5 @@ def test_the_checks_catch_a_stale_import_a_wrong_keyword_and_an_undefined_name()
         _check_calls(tree, _imports(tree))
     assert _free_names(ast.parse("from x import y\ny(z)")) == {"z"}
     assert not _resolves("robench.data.tasks.subset") and _resolves("robench.data.loading.subset")
+    assert _resolves("robench.engine.resources") and _resolves("robench.runs.spec.RunSpec.run_id")
     assert len(BLOCKS) >= 5

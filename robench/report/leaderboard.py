@@ -519,6 +519,11 @@ def format_interval(mean: float | None, low: float, high: float, percent: bool, 
     return f"{mean * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
 
 
+def _p_text(p) -> str:
+    """A p-value as the tables print it; "–" without one (a column left out, or every cell alike)."""
+    return "–" if p is None or pd.isna(p) else f"{p:.3g}"
+
+
 def format_difference(row) -> str:
     """A row's paired difference from the baseline: "+2.1 [-1.0, +5.2] p=0.21 Holm 0.63", starred when the
     verdict is more or less robust, the reason in brackets where there is no verdict ("(insufficient seeds)")."""
@@ -529,8 +534,8 @@ def format_difference(row) -> str:
     low, high = row.get("robust_accuracy_diff_ci_low"), row.get("robust_accuracy_diff_ci_high")
     text = f"{100 * diff:+.1f}"
     if low is not None and pd.notna(low):
-        text += (f" [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g} "
-                 f"Holm {row['robust_accuracy_diff_p_holm']:.3g}")
+        p, holm = row.get("robust_accuracy_diff_p"), row.get("robust_accuracy_diff_p_holm")
+        text += f" [{100 * low:+.1f}, {100 * high:+.1f}] p={_p_text(p)} Holm {_p_text(holm)}"
     if verdict in (MORE_ROBUST, LESS_ROBUST):
         return text + " *"
     return text + reason

@@ -162,6 +162,7 @@ def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[s
     certified = any(r.certified for r in rows)
     validity = {v for r in rows for v in r.validity}
     _add_readings(rows, runs_dir)
+    _add_fluency(rows, records)
     read = {v for r in rows for v in r.readings}
     columns = [Column("Rank", f"by {rank_by}, highest first; equal values share a rank. Ranks inside each "
                               "other's intervals are not distinguishable"),
@@ -234,6 +235,17 @@ def _rows(runs: pd.DataFrame, board: pd.DataFrame, prefix: dict[tuple[str, str],
             rank=None if pd.isna(row["rank"]) else int(row["rank"]),
             untrained=row["untrained_seeds"] if isinstance(row.get("untrained_seeds"), str) else ""))
     return rows
+
+
+def _add_fluency(rows: list[BoardRow], records: dict[str, RunRecord]) -> None:
+    """Each row's LM-judged fluent share per attack variant (robench.engine.fluency), pooled over its seeds' runs
+    (weighted by their successful examples); an estimate, shown beside any reading, never as validity."""
+    for row in rows:
+        for variant, runs in row.runs.items():
+            got = [f for _, rid in runs if rid in records and isinstance(f := records[rid].metrics.get("fluency"), dict)
+                   and f.get("lm_fluent_share") is not None]
+            if scored := sum(f["scored"] for f in got):
+                row.fluency[variant] = (sum(f["lm_fluent_share"] * f["scored"] for f in got) / scored, scored)
 
 
 def _add_readings(rows: list[BoardRow], runs_dir: Path) -> None:

@@ -23,6 +23,7 @@ from robench.core.text import excerpt
 from robench.core.types import ExampleResult, Task
 from robench.data.loading import column, subset_indices, texts_of
 from robench.engine.attack import AttackContext
+from robench.engine.fluency import run_fluency
 from robench.engine.metrics import textattack_metrics
 from robench.engine.words import join_fields
 from robench.runs import chance
@@ -265,6 +266,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     if recipe.word_swaps:
         with phase("auditing the swaps against the lexicon"):
             metrics["validity"] = validity_audit(results, settings, output.resources)
+    with phase("scoring the successful examples' fluency with the language model"):
+        metrics["fluency"] = run_fluency(results, settings, device)
     seconds = time.perf_counter() - start
     data = {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
             "task_note": task.note or None, "fingerprint": spec.data_fingerprint,
