@@ -77,3 +77,17 @@ def test_the_registered_analysis(tmp_path, seeds, verdict, complete):
     assert (result["verdict"], result["complete"], result["seeds"], result["family"]) == (verdict, complete,
                                                                                          list(seeds), 1)
     assert ("Incomplete" in (tmp_path / "confirmatory.md").read_text()) is not complete
+
+
+def test_the_registered_analysis_before_any_pair(tmp_path):
+    from test_compare import fake_run, statuses
+
+    from robench.core.packed import pack_results_dir
+
+    for seed in (7, 8):
+        fake_run(tmp_path / "runs", statuses(30, 70), model="bert", seed=seed, eval_size=100)
+    pack_results_dir(tmp_path, tmp_path / "cache")
+    result = load_study("control_replication").main(tmp_path)
+    assert result["verdict"] == "no a2t - bert pair yet" and result["finished"] == {"bert": [7, 8], "a2t": []}
+    assert ("Incomplete: 0 of the 5 registered seeds paired** (finished runs: bert 7 8, a2t none)"
+            in (tmp_path / "confirmatory.md").read_text())
