@@ -13,13 +13,13 @@ figures = load_study("doc_figures")
 
 def test_the_reader_finds_each_labelled_statistic_and_skips_the_history():
     text = ("imbert − bert = −0.7 [−3.8, +2.4] points, p 0.58, detectable 4.6; claim p 0.0013, claim Holm p 0.014; "
-            "Holm p 0.076 over 25; 36.1% and p 91% stay out.")
+            "Holm p 0.076 over 25, D 9.8; 36.1% and p 91% stay out.")
     assert figures.page_figures(text) == [
         ("interval", "−0.7 [−3.8, +2.4]"), ("p", "0.58"), ("detectable", "4.6"), ("claim p", "0.0013"),
-        ("claim Holm p", "0.014"), ("Holm p", "0.076")]
+        ("claim Holm p", "0.014"), ("Holm p", "0.076"), ("D", "9.8")]
     given = figures.Figures(intervals=[(-0.7, -3.8, 2.4)])
     given.by_label.update({"p": [0.576], "detectable": [4.6], "claim p": [0.00127], "claim Holm p": [0.0140],
-                           "Holm p": [0.0763]})
+                           "Holm p": [0.0763], "D": [9.84]})
     assert figures.stale(text, given) == []
     given.by_label["claim Holm p"] = [0.0127]  # over another family: the page's 0.014 is stale
     given.intervals = [(1.8, -8.4, 11.9)]
