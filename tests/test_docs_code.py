@@ -8,12 +8,14 @@ import argparse
 import ast
 import builtins
 import contextlib
+import functools
 import importlib
 import inspect
 import io
 import re
 import runpy
 import shlex
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +31,7 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.S | re.M)
 SHELL = {"", "bash", "sh", "console", "shell"}
 # Names a block may use without defining them: the user's own objects, named in the prose around the block.
 USERS_OWN = {"model", "tokenizer", "predict", "res", "params", "tags"}
-RUN_WHOLE = {("concepts.md", 1), ("engine.md", 1)}  # (page, index of its Python block): need no data, run whole
+RUN_WHOLE = {("plugins.md", 0), ("engine.md", 1)}  # (page, index of its Python block): need no data, run whole
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,14 @@ def _commands(line: str) -> list[list[str]]:
     return commands
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    return build_parser()
+
+
 def _command_path(argv: list[str]) -> list[str]:
     """The leading words of `argv` that name a (sub-)command: `resources build-mlm` of `resources build-mlm --force`."""
-    parser, path = build_parser(), []
+    parser, path = _parser(), []
     for word in argv:
         sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
         if sub is None or word not in sub.choices:
@@ -231,8 +238,91 @@ def test_a_block_that_needs_no_data_runs_whole(block, tmp_path):
         with pytest.raises(StopIteration) as done:
             search.send([[0.9, 0.1]])
         assert request.kind == "predict" and done.value.value.text == ("a fine film !",)
-    if block.page == "concepts.md":
+    if block.page == "plugins.md":
         assert namespace["EXAMPLE"].name == "example"
+
+
+ENTRY_POINT_GROUPS = {"robench.models", "robench.attacks", "robench.tasks"}  # plugin groups, not modules
+
+
+PACKAGE_DIRS = {("robench", "models"): "models", ("robench", "attacks"): "attacks", ("robench", "results"): "results"}
+
+
+def _module_file(parts: list[str]) -> Path | None:
+    """The source file of a dotted module name (robench.attacks is the attacks/ folder: pyproject's package-dir)."""
+    folder = PACKAGE_DIRS.get(tuple(parts[:2]))
+    path = REPO.joinpath(folder, *parts[2:]) if folder else REPO.joinpath(*parts)
+    return next((f for f in (path / "__init__.py", path.with_suffix(".py")) if f.is_file()), None)
+
+
+def _top_level_names(body: list[ast.stmt]) -> dict[str, ast.stmt]:
+    names: dict[str, ast.stmt] = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update({(a.asname or a.name).split(".")[0]: node for a in node.names})
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update({n.id: node for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)})
+    return names
+
+
+def _in_lazy_all(body: list[ast.stmt], name: str) -> bool:
+    """A module with a `__getattr__` (robench's lazy API) exports what its `__all__` lists."""
+    for node in body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return name in ast.literal_eval(node.value)
+    return False
+
+
+def _resolves(dotted: str) -> bool:
+    """A dotted name is a module of this repository, or a name its source defines (a class's own names too),
+    read from the source without importing anything."""
+    parts = dotted.split(".")
+    cut = next((c for c in range(len(parts), 0, -1) if _module_file(parts[:c])), 0)
+    if not cut:
+        return False
+    body = ast.parse(_module_file(parts[:cut]).read_text(encoding="utf-8")).body
+    for name in parts[cut:]:
+        names = _top_level_names(body)
+        node = names.get(name)
+        if node is None:
+            return _in_lazy_all(body, name) if "__getattr__" in names else False
+        if not isinstance(node, ast.ClassDef):
+            return True  # an attribute of a function's or a value's result: not checked further
+        body = node.body
+    return True
+
+
+def test_every_module_path_and_dotted_name_in_the_guides_exists():
+    """`robench/engine/words.py`, `robench.data.loading.subset`: what the prose names in code spans is there."""
+    stale = []
+    for page in WRITTEN:
+        spans = " ".join(re.findall(r"`([^`\n]+)`", FENCE.sub("", page.read_text(encoding="utf-8"))))
+        paths = re.findall(r"\b((?:robench|attacks|models|studies|tests|examples)/[\w/.-]+\.(?:py|toml|j2))\b", spans)
+        stale += [f"{page.name}: {path}" for path in paths if not (REPO / path).exists()]
+        names = set(re.findall(r"\b((?:robench|attacks|models)(?:\.[A-Za-z_]\w*)+)", spans)) - ENTRY_POINT_GROUPS
+        stale += [f"{page.name}: {name}" for name in sorted(names) if not name.endswith(".md") and not _resolves(name)]
+    assert stale == []
+
+
+def _prose(script: Path) -> str:
+    """A script's docstrings and comments: what it says in words about the code it calls."""
+    source = script.read_text(encoding="utf-8")
+    nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))]
+    comments = [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
+    return "\n".join([ast.get_docstring(n) or "" for n in nodes] + comments)
+
+
+def test_every_dotted_name_a_study_script_says_in_words_exists():
+    """Their docstrings and comments name robench's code (`robench.engine.constraints.WordNetPos`): it is there."""
+    stale = []
+    for script in sorted((REPO / "studies").glob("*.py")):
+        names = set(re.findall(r"\b((?:robench|attacks|models)(?:\.[A-Za-z_]\w*)+)\b", _prose(script)))
+        stale += [f"{script.name}: {name}" for name in sorted(names)
+                  if not re.search(r"\.(md|csv|jsonl?|toml|html|parquet|txt|py)$", name) and not _resolves(name)]
+    assert stale == []
 
 
 def test_the_checks_catch_a_stale_import_a_wrong_keyword_and_an_undefined_name():
@@ -245,4 +335,6 @@ def test_the_checks_catch_a_stale_import_a_wrong_keyword_and_an_undefined_name()
     with pytest.raises(AssertionError, match="evaluat"):
         _check_calls(tree, _imports(tree))
     assert _free_names(ast.parse("from x import y\ny(z)")) == {"z"}
+    assert not _resolves("robench.data.tasks.subset") and _resolves("robench.data.loading.subset")
+    assert _resolves("robench.engine.resources") and _resolves("robench.runs.spec.RunSpec.run_id")
     assert len(BLOCKS) >= 5

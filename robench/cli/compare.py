@@ -98,8 +98,9 @@ def family_note(found) -> str:
 def _seeds(c) -> str:
     """The matched seeds compared, and those left out because a checkpoint did not train."""
     kept = " ".join(map(str, c.seeds))
-    if c.single:  # one checkpoint of your own against the baseline's seeds (robench.report.single)
-        kept = f"1 vs {kept}"
+    if c.single:  # one checkpoint of your own (one seed of it) against the baseline's seeds (robench.report.single)
+        seed = c.setting.records[0].spec.get("seed", 0)
+        kept = f"{'1' if seed == 0 else f'seed {seed}'} vs {kept}"
     return f"{kept} ({' '.join(map(str, c.excluded))} untrained)" if c.excluded else kept
 
 

@@ -65,6 +65,7 @@ class BoardRow:
     validity: dict[tuple[str, str], dict[str, float]]  # attack variant -> mean share of each audit class
     runs: dict[tuple[str, str], list[tuple[int, str]]]  # attack variant -> (seed, run id)
     readings: dict[tuple[str, str], Summary] = field(default_factory=dict)  # attack variant -> its blind reading
+    fluency: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)  # variant -> LM estimate, n
     rank_value: float = float("nan")  # what the rank is by (the table's rank_accuracy)
     rank: int | None = None
     untrained: str = ""  # the seeds whose checkpoint did not train (robench.runs.chance), e.g. "2 4"
@@ -194,6 +195,11 @@ def _attack_cell(row: BoardRow, variant, name: str, baseline: str | None, runs_d
         tip = f"swaps (list membership, not validity): {tip}"
         extra.append(f'<span class="audit{warn}" title="{escape(tip)}">{escape(text)}</span>')
         details.append(tip)
+    if (estimate := row.fluency.get(variant)) is not None:
+        tip = (f"LM-judged fluent share of {estimate[1]} successful examples: an estimate from the language model's "
+               "score, calibrated on blind readings (robench.engine.fluency), not a reading")
+        extra.append(f'<span class="lmfl" title="{escape(tip)}">LM-fluent ~{pct(estimate[0], 0)}%</span>')
+        details.append(tip + f": {pct(estimate[0], 0)}%")
     if (reading := row.readings.get(variant)) is not None:
         tip = "; ".join(f"{label}: {value}" for label, value in reading.facts()[1:])
         extra.append(f'<span class="read" title="{escape(tip)}">read valid {escape(reading.valid.text())}</span>')

@@ -163,6 +163,7 @@ def _section(task: str, runs: pd.DataFrame, board: pd.DataFrame, records: dict[s
     certified = any(r.certified for r in rows)
     validity = {v for r in rows for v in r.validity}
     _add_readings(rows, runs_dir)
+    _add_fluency(rows, records)
     read = {v for r in rows for v in r.readings}
     columns = [Column("Rank", f"by {rank_by}, highest first; equal values share a rank. Ranks whose intervals "
                               f"overlap are {OVERLAPPING}: their order is not a test (the verdicts are)"),
@@ -237,6 +238,17 @@ def _rows(runs: pd.DataFrame, board: pd.DataFrame, prefix: dict[tuple[str, str],
     return rows
 
 
+def _add_fluency(rows: list[BoardRow], records: dict[str, RunRecord]) -> None:
+    """Each row's LM-judged fluent share per attack variant (robench.engine.fluency), pooled over its seeds' runs
+    (weighted by their successful examples); an estimate, shown beside any reading, never as validity."""
+    for row in rows:
+        for variant, runs in row.runs.items():
+            got = [f for _, rid in runs if rid in records and isinstance(f := records[rid].metrics.get("fluency"), dict)
+                   and f.get("lm_fluent_share") is not None]
+            if scored := sum(f["scored"] for f in got):
+                row.fluency[variant] = (sum(f["lm_fluent_share"] * f["scored"] for f in got) / scored, scored)
+
+
 def _add_readings(rows: list[BoardRow], runs_dir: Path) -> None:
     """Each row's blind readings (robench.report.readings) per attack variant, pooled over its seeds' runs."""
     by_run = readings_by_run(runs_dir, [rid for r in rows for runs in r.runs.values() for _, rid in runs])
@@ -272,10 +284,11 @@ def _facets(rec: RunRecord, default_params: dict[str, Any] | None) -> dict[str, 
     """A model setting as comparable facets: backbone, train size, each training value, data source, and each
     model parameter that differs from the model's defaults (`param:NAME`)."""
     spec, hyper = rec.spec, rec.hyperparameters or {}
-    facets = {"backbone": str(spec.get("backbone")),
-              "train size": "whole split" if spec.get("train_size") is None else f"{spec['train_size']:,}"}
-    for k, v in sorted((spec.get("train") or {}).items()):
-        facets[f"train:{k}"] = _value(v)
+    facets = {"backbone": _backbone_name(rec)}
+    if not spec.get("checkpoint"):  # a given checkpoint: robench trained nothing, so no training setting applies
+        facets["train size"] = "whole split" if spec.get("train_size") is None else f"{spec['train_size']:,}"
+        for k, v in sorted((spec.get("train") or {}).items()):
+            facets[f"train:{k}"] = _value(v)
     facets["data"] = str(spec.get("data_source", "local"))
     for k, v in sorted((hyper.get("model") or {}).items()):
         if default_params is None or _plain(default_params.get(k)) != _plain(v):
@@ -332,8 +345,7 @@ def _label_rows(rows: list[BoardRow], records: dict[str, RunRecord], runs: pd.Da
         r.full = [("model", r.model),
                   ("model parameters", " ".join(f"{k}={_value(v)}" for k, v in sorted((hyper.get("model") or {})
                                                                                          .items())) or "none"),
-                  ("backbone", _backbone(rec)), ("train size", f["train size"]),
-                  ("training", " ".join(f"{k}={_value(v)}" for k, v in sorted((rec.spec.get("train") or {}).items()))),
+                  ("backbone", _backbone(rec)), *_training(rec, f),
                   ("data", _data(rec)), ("seeds", " ".join(map(str, r.seeds))),
                   ("train time per checkpoint", "–" if r.train_seconds is None or math.isnan(r.train_seconds)
                    else f"{r.train_seconds:.0f} s"),
@@ -345,8 +357,25 @@ def _label_rows(rows: list[BoardRow], records: dict[str, RunRecord], runs: pd.Da
 
 def _backbone(rec: RunRecord) -> str:
     info = (rec.resources or {}).get("backbone") or {}
-    name = info.get("name") or rec.spec.get("backbone")
-    return f"{name} ({info['fingerprint']})" if info.get("fingerprint") else str(name)
+    name = _backbone_name(rec)
+    return f"{name} ({info['fingerprint']})" if info.get("fingerprint") else name
+
+
+def _backbone_name(rec: RunRecord) -> str:
+    """A robench-trained row's backbone; a given checkpoint's architecture as its config names it (records written
+    before it was kept: the config's model type)."""
+    given = (rec.resources or {}).get("model") or {}
+    info = (rec.resources or {}).get("backbone") or {}
+    return str(given.get("architecture") or info.get("name") or rec.spec.get("backbone"))
+
+
+def _training(rec: RunRecord, facets: dict[str, str]) -> list[tuple[str, str]]:
+    """The full setting's training rows: what robench trained with, or that it trained nothing."""
+    if rec.spec.get("checkpoint"):
+        length = (rec.spec.get("train") or {}).get("max_length")
+        return [("training", f"none by robench (a given checkpoint; inputs truncated at {length} tokens)")]
+    train = " ".join(f"{k}={_value(v)}" for k, v in sorted((rec.spec.get("train") or {}).items()))
+    return [("train size", facets["train size"]), ("training", train)]
 
 
 def _data(rec: RunRecord) -> str:

@@ -62,6 +62,7 @@ def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = Non
         raise RobenchError(f"robench.evaluate attacks a trained model: option(s) {unknown} do not apply (options: "
                            f"{', '.join(OPTIONS)})")
     values = {"attack": "textfooler", **options}
+    check_name(name)
     if isinstance(model, (str, Path)):
         if tokenizer is not None:
             raise RobenchError("a checkpoint path brings its own tokenizer: drop the tokenizer argument (or pass "
@@ -84,6 +85,16 @@ def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = Non
                              label_order=order)
 
     return runner.run_resolved(resolved, device, console, force, prepare=prepare)
+
+
+def check_name(name: object) -> None:
+    """`name=` is a plain one-line name: it becomes a row of CSV and Markdown tables and a run's label, where a
+    control character (a carriage return splits a CSV row) has no place."""
+    from robench.core.text import excerpt, terminal_safe
+
+    if name is not None and (not isinstance(name, str) or terminal_safe(name) != name or len(name) > 200):
+        raise RobenchError(f"name={excerpt(name, 60)}: a name is one line of at most 200 characters without control "
+                           "characters (it labels table rows); pass a plain name")
 
 
 def _identity(model: Any, tokenizer: Any, name: str | None) -> dict[str, Any]:
