@@ -10,7 +10,8 @@ statistics are read from the page by their labels, each rounded as printed:
 * "p 0.0031": a comparison's p-value of no difference; "claim p": the test of a claimed size (+8.3, +5.9, +9.4);
 * "Holm p 0.076": a p-value Holm-adjusted over its folder's comparisons or over the claims; "claim Holm p": the
   claims' refuting p-value after Holm;
-* "detectable 4.6": the difference detectable with 80% power.
+* "detectable 4.6": the difference one test alone detects with 80% power at alpha 0.05; "D 9.8": the difference the
+  Holm-adjusted verdict finds with 80% power (docs/guide/statistics.md).
 
 A section "History" is exempt: it keeps figures of earlier tests and partial grids, which no record regenerates.
 
@@ -32,7 +33,7 @@ CLAIMED_SIZES = (0.083, 0.059, 0.094)  # IM-BERT's AdvGLUE and low-resource clai
 EXEMPT = "## History"
 NUMBER = r"[+−-]?\d+(?:\.\d+)?"
 INTERVAL = re.compile(rf"({NUMBER}) \[({NUMBER}), ({NUMBER})\]")
-LABELLED = re.compile(rf"\b(claim Holm p|claim p|Holm p|p|detectable) ({NUMBER})(?![\d.]*%)")
+LABELLED = re.compile(rf"\b(claim Holm p|claim p|Holm p|p|detectable|D) ({NUMBER})(?![\d.]*%)")
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Figures:
 
     intervals: list[tuple[float, float, float]] = field(default_factory=list)
     by_label: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in (
-        "p", "claim p", "Holm p", "claim Holm p", "detectable")})
+        "p", "claim p", "Holm p", "claim Holm p", "detectable", "D")})
 
 
 def _number(text: str) -> float:
@@ -65,13 +66,15 @@ def records_figures(results: Path = ROOT / "results") -> Figures:
             out.by_label["p"].append(c.p_value)
             out.by_label["Holm p"].append(c.adjusted_p)
             out.by_label["detectable"].append(100 * c.detectable)
+            if hasattr(c, "detectable_adjusted"):
+                out.by_label["D"].append(100 * c.detectable_adjusted)
             if c.test is not None and c.test.varies:
                 out.by_label["claim p"] += [c.test.p_value_at(size) for size in CLAIMED_SIZES]
     for claim in json.loads((results / "reference" / "claims.json").read_text()):
         for label, key in (("p", "p"), ("Holm p", "holm_p"), ("claim p", "claim_p"), ("claim Holm p", "claim_holm_p"),
-                           ("detectable", "detectable")):
+                           ("detectable", "detectable"), ("D", "detectable_holm")):
             if claim.get(key) is not None:
-                out.by_label[label].append(100 * claim[key] if key == "detectable" else claim[key])
+                out.by_label[label].append(100 * claim[key] if key.startswith("detectable") else claim[key])
         if claim.get("difference") and None not in claim["difference"]:
             out.intervals.append(tuple(100 * x for x in claim["difference"]))
     return out

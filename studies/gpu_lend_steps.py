@@ -192,7 +192,6 @@ def attack_whole_split(protocol: Protocol, options, settings, device: str, targe
 def calibrate(protocol: Protocol, paths: Paths, settings, device: str) -> dict[str, dict[str, float]]:
     """`robench.runs.estimate.model_speed` of each claim model at the claims' training values, on this device."""
     from robench.classifier.device import pick_device
-    from robench.data.loading import load_split, subset
     from robench.runs.estimate import model_speed
     from robench.runs.resolve import resolve_run
 
@@ -200,9 +199,7 @@ def calibrate(protocol: Protocol, paths: Paths, settings, device: str) -> dict[s
     for spec in claim_specs(replace(protocol, seeds=protocol.seeds[:1]), protocol.models, protocol.min_train_size,
                             paths):
         run = resolve_run(spec[1], settings)
-        train = subset(load_split(run.task, "train", settings.data_dir, "local"), spec[1].train_size, 0)
-        dev = load_split(run.task, "eval", settings.data_dir, "local")
-        cal = model_speed(run, pick_device(device), train, dev, persist=True, memo={})
+        cal = model_speed(run, pick_device(device), run.texts(), persist=True, memo={}).speed
         out[spec[1].model] = {**asdict(cal), "examples_per_second": spec[1].train.batch_size / cal.seconds_per_step}
     return out
 

@@ -13,13 +13,13 @@ figures = load_study("doc_figures")
 
 def test_the_reader_finds_each_labelled_statistic_and_skips_the_history():
     text = ("imbert − bert = −0.7 [−3.8, +2.4] points, p 0.58, detectable 4.6; claim p 0.0013, claim Holm p 0.014; "
-            "Holm p 0.076 over 25; 36.1% and p 91% stay out.")
+            "Holm p 0.076 over 25, D 9.8; 36.1% and p 91% stay out.")
     assert figures.page_figures(text) == [
         ("interval", "−0.7 [−3.8, +2.4]"), ("p", "0.58"), ("detectable", "4.6"), ("claim p", "0.0013"),
-        ("claim Holm p", "0.014"), ("Holm p", "0.076")]
+        ("claim Holm p", "0.014"), ("Holm p", "0.076"), ("D", "9.8")]
     given = figures.Figures(intervals=[(-0.7, -3.8, 2.4)])
     given.by_label.update({"p": [0.576], "detectable": [4.6], "claim p": [0.00127], "claim Holm p": [0.0140],
-                           "Holm p": [0.0763]})
+                           "Holm p": [0.0763], "D": [9.84]})
     assert figures.stale(text, given) == []
     given.by_label["claim Holm p"] = [0.0127]  # over another family: the page's 0.014 is stale
     given.intervals = [(1.8, -8.4, 11.9)]
@@ -57,7 +57,7 @@ def test_the_replicated_control_regenerates_from_its_records(shared_data, monkey
         assert (tmp_path / name).read_text() == (folder / name).read_text(), name
 
 
-@pytest.mark.parametrize("seeds, verdict, complete", [((5, 6, 7, 8, 9), "confirmed", True),
+@pytest.mark.parametrize("seeds, verdict, complete", [((5, 6, 7, 8, 9), "confirmed: more robust", True),
                                                        ((5, 6, 7), "insufficient seeds", False)])
 def test_the_registered_analysis(tmp_path, seeds, verdict, complete):
     """a2t right under attack on 10 more of 100 examples than bert at every seed: confirmed at the 5 registered
@@ -77,3 +77,17 @@ def test_the_registered_analysis(tmp_path, seeds, verdict, complete):
     assert (result["verdict"], result["complete"], result["seeds"], result["family"]) == (verdict, complete,
                                                                                          list(seeds), 1)
     assert ("Incomplete" in (tmp_path / "confirmatory.md").read_text()) is not complete
+
+
+def test_the_registered_analysis_before_any_pair(tmp_path):
+    from test_compare import fake_run, statuses
+
+    from robench.core.packed import pack_results_dir
+
+    for seed in (7, 8):
+        fake_run(tmp_path / "runs", statuses(30, 70), model="bert", seed=seed, eval_size=100)
+    pack_results_dir(tmp_path, tmp_path / "cache")
+    result = load_study("control_replication").main(tmp_path)
+    assert result["verdict"] == "no a2t - bert pair yet" and result["finished"] == {"bert": [7, 8], "a2t": []}
+    assert ("Incomplete: 0 of the 5 registered seeds paired** (finished runs: bert 7 8, a2t none)"
+            in (tmp_path / "confirmatory.md").read_text())

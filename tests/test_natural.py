@@ -233,3 +233,35 @@ def test_natural_setting_runs_its_filters_in_bert_attack(tiny_backbone, tiny_mod
     assert describe(params, res)["natural"] == {"grammar": "fake"}
     results = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 8), params, res)
     assert len(results) == 8 and not [r for r in results if r.status == "error"]
+
+
+class OddSense(Constraint):
+    """A stand-in sense filter that rejects swaps to words of odd length (deterministic); `deferred` as asked."""
+
+    def __init__(self, deferred: bool) -> None:
+        self.deferred, self.asked = deferred, 0
+
+    def filter(self, current, original, swaps):
+        self.asked += len(swaps)
+        return [s for s in swaps if len(s.word) % 2 == 0]
+
+
+def test_deferred_filters_choose_the_texts_filtering_first_would(tiny_model, settings):  # noqa: F811
+    """The sense filter and the grammar check asked only about the candidates the search would take give the same
+    adversarial texts as filtering every candidate first, and are asked about fewer swaps."""
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams
+
+    outcomes, asked = [], []
+    for deferred in (False, True):
+        sense, grammar = OddSense(deferred), GrammarCheck(FakeLinter())
+        grammar.deferred = deferred
+        natural = NaturalFilters(FixedPhrases(frozenset(), frozenset(), lambda w: set()),
+                                 Inflection(lambda ws: ["NN"] * len(ws)), sense, grammar, {"grammar": "fake"})
+        res = dataclasses.replace(fake_textfooler_resources(), natural=natural, fluency=Fluency(1.5, FlatLM()))
+        params = TextFoolerParams(budget="natural", window=5, similarity_threshold=0.5, encoder_threshold=0.5,
+                                  min_cos=-1.0)
+        results = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 12), params, res)
+        outcomes.append([(r.status, r.perturbed_text) for r in results])
+        asked.append(sense.asked)
+    assert outcomes[0] == outcomes[1] and any(s == "successful" for s, _ in outcomes[0])
+    assert asked[1] < asked[0]

@@ -213,3 +213,25 @@ def test_long_cpu_estimates_say_how_to_cut_them():
     assert "--preset quick" in long_run.advice() and "grid config" in long_run.advice(grid=True)
     assert CostEstimate(4000.0, 1000.0, 1000, 30, "cuda").advice() is None
     assert CostEstimate(60.0, 60.0, 1000, 30, "cpu").advice() is None
+
+
+def test_bench_estimate_counts_a_build_and_a_dev_pass_once_and_totals_the_runs():
+    from types import SimpleNamespace
+
+    from robench.bench.estimate import _stage_rows, _total_row
+    from robench.runs.estimate import CostEstimate
+
+    guess = CostEstimate(None, 30.0, 0, 10, "cpu", attack_queries=100.0, given=True, dev_seconds=12.0,
+                         dev_examples=872)
+    record = SimpleNamespace(spec={"checkpoint": {"kind": "checkpoint"}}, metrics={"dev_accuracy": 0.8},
+                             timings={"train_stage_seconds": 15.0, "attack_seconds": 40.0, "victim_queries": 120})
+    first = _stage_rows("textfooler (reference)", guess, record, builds=10.0, dev=12.0)
+    assert [(r["stage"], r["estimated"], r["measured"]) for r in first] == [("load + dev pass", 12.0, 15.0),
+                                                                          ("attack", 40.0, 40.0)]
+    assert first[1]["seconds_per_query_ratio"] is None  # built resources inside: not told apart
+    later = _stage_rows("advglue (reference)", guess, record, builds=0.0, dev=0.0)
+    assert later[0]["estimated"] == 0.0 and later[0]["ratio"] is None  # the dev pass was cached by then
+    assert later[1]["seconds_per_query_ratio"] == pytest.approx((40.0 / 120) / (30.0 / 100))
+    total = _total_row(first + later)
+    assert (total["stage"], total["estimated"], total["measured"]) == ("total", 82.0, 110.0)
+    assert total["ratio"] == pytest.approx(110.0 / 82.0)

@@ -359,8 +359,9 @@ def test_a_train_size_beyond_the_split_is_the_whole_split(settings, tiny_backbon
     lambda saved: _resealed(saved, load_seconds="fast"),
     lambda saved: _resealed(saved, seconds_per_step=-1.0),
     lambda saved: saved.clear(),
+    lambda saved: saved.pop("load"),
 ], ids=["nan", "edited-value", "string", "missing-fields", "bad-checksum", "nan-resealed", "inf-resealed",
-        "string-resealed", "negative-resealed", "empty"])
+        "string-resealed", "negative-resealed", "empty", "no-load"])
 def test_an_invalid_cached_speed_measurement_is_not_used(tmp_path, damage):
     from dataclasses import asdict
 
@@ -369,9 +370,10 @@ def test_an_invalid_cached_speed_measurement_is_not_used(tmp_path, damage):
 
     good = ModelSpeed(seconds_per_step=0.5, words_per_second=200.0, load_seconds=1.0)
     path = tmp_path / "speed.json"
-    saved = {"speed": asdict(good), "sha256": content_digest(asdict(good)), "measured": time.time()}
+    saved = {"speed": asdict(good), "sha256": content_digest(asdict(good)), "measured": time.time(),
+             "load": {"average": 1.0, "cpus": 2}}
     path.write_text(json.dumps(saved))
-    assert _cached_speed(path) == good
+    assert _cached_speed(path).speed == good
     damage(saved)
     path.write_text(json.dumps(saved))
     assert isinstance(_cached_speed(path), str)  # why it is not used: measured again

@@ -69,6 +69,10 @@ def _meaning(formatter: argparse.HelpFormatter, action: argparse.Action) -> str:
     return f"{meaning} (default: `{value}`)" if meaning else f"default: `{value}`"
 
 
+def _name(action: argparse.Action) -> str:
+    return (action.option_strings or [action.dest.upper()])[0]
+
+
 def _row(formatter: argparse.HelpFormatter, action: argparse.Action) -> str:
     meaning = _meaning(formatter, action)
     return f"- {_flag(formatter, action)}: {meaning}" if meaning else f"- {_flag(formatter, action)}"
@@ -99,35 +103,35 @@ class _Writer:
         return f"[`{command}`]({'' if page == here else page}#{_anchor(command)})"
 
     def _tables(self, page: str, path: str, parser: argparse.ArgumentParser) -> list[str]:
-        formatter = parser._get_formatter()
         lines: list[str] = []
         for group in parser._action_groups:
             actions = [a for a in group._group_actions if a.help != argparse.SUPPRESS and a.dest != "help"
                        and not isinstance(a, argparse._SubParsersAction)]
-            if not actions:
-                continue
-            rows, repeated = [], {}
-            for action in actions:
-                row = _row(formatter, action)
-                first = self.seen.setdefault(row, (page, path))
-                if first == (page, path):
-                    rows.append(row)
-                else:
-                    repeated.setdefault(first, []).append((action.option_strings or [action.dest.upper()])[0])
-            if not repeated:
-                self.groups[((page, path), group.title)] = [(a.option_strings or [a.dest.upper()])[0] for a in actions]
-            title = f"*{group.title}*" if len(parser._action_groups) > 2 or group.title != "options" else ""
-            whole = self._whole_group(group.title, actions, repeated)
-            if whole:  # every flag of the group as an earlier command has them: name it, not each flag
-                lines += ["", f"{title or 'Flags'}: as in {self._link(*whole, page)}."]
-                continue
-            if title:
-                lines += ["", title]
-            if rows:
-                lines += ["", *rows]
-            for (first_page, command), flags in repeated.items():
-                names = ", ".join(f"`{flag}`" for flag in flags)
-                lines += ["", f"As in {self._link(first_page, command, page)}: {names}."]
+            titled = len(parser._action_groups) > 2 or group.title != "options"  # a lone "options" needs no title
+            if actions:
+                lines += self._group(page, path, parser._get_formatter(), group.title if titled else "", actions)
+        return lines
+
+    def _group(self, page: str, path: str, formatter: argparse.HelpFormatter, title: str,
+               actions: list[argparse.Action]) -> list[str]:
+        """One group's flags: a row each, or where an earlier command wrote them, a link to it."""
+        rows, repeated = [], {}
+        for action in actions:
+            row = _row(formatter, action)
+            first = self.seen.setdefault(row, (page, path))
+            if first == (page, path):
+                rows.append(row)
+            else:
+                repeated.setdefault(first, []).append(_name(action))
+        if not repeated:
+            self.groups[((page, path), title)] = [_name(a) for a in actions]
+        whole = self._whole_group(title, actions, repeated)
+        if whole:  # every flag of the group, as an earlier command has them: name it, not each flag
+            return ["", f"{f'*{title}*' if title else 'Flags'}: as in {self._link(*whole, page)}."]
+        lines = (["", f"*{title}*"] if title else []) + (["", *rows] if rows else [])
+        for (first_page, command), flags in repeated.items():
+            names = ", ".join(f"`{flag}`" for flag in flags)
+            lines += ["", f"As in {self._link(first_page, command, page)}: {names}."]
         return lines
 
     def _whole_group(self, title: str, actions: list[argparse.Action],

@@ -114,6 +114,7 @@ class GrammarCheck(Constraint):
     linter: Any  # .lint(text) -> lints with .lint_kind
     window: int = GRAMMAR_WINDOW
     profile: Profile = field(default_factory=Profile)
+    deferred = True
     _kinds: dict[str, Counter] = field(default_factory=dict, repr=False)
 
     def kinds(self, text: str) -> Counter:

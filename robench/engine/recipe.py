@@ -113,20 +113,33 @@ class Composition:
         def modifiable(current: Words, i: int) -> bool:
             return all(c.modifiable(current, original, i) for c in indexed)
 
+        eager, deferred = [c for c in filters if not c.deferred], [c for c in filters if c.deferred]
+        swap_of: dict[tuple[str, ...], Swap] = {}  # the current word's candidates -> their swaps
+
         def candidates(current: Words, original: Words, i: int) -> list[Words]:
+            swap_of.clear()
             if not modifiable(current, i):
                 return []
             with self.profile.part("candidates"):
                 swaps = swaps_of(current, original, i)
-                for constraint in filters:
+                for constraint in eager:
                     if not swaps:
                         break
                     swaps = constraint.filter(current, original, swaps)
-                return [s.apply(current) for s in swaps]
+                options = [s.apply(current) for s in swaps]
+                swap_of.update((o.words, s) for o, s in zip(options, swaps))
+                return options
+
+        def checks(current: Words, original: Words, options: list[Words]) -> list[bool]:
+            kept = [swap_of[o.words] for o in options]
+            for constraint in deferred:
+                kept = constraint.filter(current, original, kept) if kept else kept
+            passed = {id(s) for s in kept}
+            return [id(swap_of[o.words]) in passed for o in options]
 
         search = WordSwapSearch(lambda words: [i for i in range(len(words.words)) if modifiable(words, i)],
                                 self.search.importance(), candidates, self.similarity, lazy=self.search.lazy,
-                                goal=self.goal, fluency=self.fluency)
+                                goal=self.goal, fluency=self.fluency, checks=checks if deferred else None)
         return (yield from search(text, label, clean))
 
 

@@ -45,7 +45,7 @@ def describe_all(settings: Settings) -> dict[str, dict]:
         if built else {"status": "not built (built on first use, or `robench resources build-synonyms`)"})
     out["synonyms:lexicon"]["location"] = str(built[-1].parent if built else resources_dir(settings))
     relations = sorted(resources_dir(settings).glob("relations-*/relations.json"))
-    out["lexicon-relations"] = {"status": "built" if relations else "not built (built on first use: about 40 s)",
+    out["lexicon-relations"] = {"status": "built" if relations else "not built (built on first use: 13 s idle)",
                                 "location": str(relations[-1].parent if relations else resources_dir(settings))}
     probe("synonyms:neighbors", lambda: {"location": str(data_file(settings, NEIGHBOURS_FILE, "neighbour lists"))})
     out["sentence-encoder:minilm"] = {"status": "available", "location": str(backbone), "substitute": "for USE",
