@@ -28,8 +28,7 @@ def results_table(leaderboard: pd.DataFrame) -> str:
     """The README's table: one row per model of `leaderboard` (leaderboard.csv's rows, in rank order)."""
     attacks = [a for a in ATTACKS if f"{a}.robust_accuracy_mean" in leaderboard.columns]
     header = ["model", "clean (dev)", "worst case", *(ATTACKS[a] for a in attacks),
-              f"vs bert (Holm 5%; {_families(leaderboard, attacks)}; {INCONCLUSIVE}: differences up to D points "
-              "cannot be ruled out)"]
+              f"vs bert (Holm 5% in its family: {_families(leaderboard, attacks)})"]
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     for _, row in leaderboard.iterrows():
         cells = [row["model"], _percent(row["dev_accuracy_mean"]), _percent(row["worst_case_accuracy_mean"]),
@@ -55,17 +54,16 @@ def _families(leaderboard: pd.DataFrame, attacks: list[str]) -> str:
 
 def _verdicts(row: pd.Series, attacks: list[str]) -> str:
     """Per model, its attacks grouped by verdict, each with the D of its verdict (the largest of a group; the
-    header says what D is): a claim "smaller than claimed under AdvGLUE (claims; D 8.6)", "more robust under
-    TextFooler (D 7.1)", "inconclusive: up to 8.6 points" (every other attack), or "... under X" when not all."""
+    text below the table says what D is): a claim "smaller than claimed under AdvGLUE (claims; D 8.6)", "more
+    robust under TextFooler (D 7.1)", "inconclusive (D 8.6)" (every other attack), or "... under X" when not all."""
     if row["model"] == row.get("baseline", "bert"):
         return "(baseline)"
     said = {a: row[f"{a}.robust_accuracy_diff_verdict"] for a in attacks
             if isinstance(row.get(f"{a}.robust_accuracy_diff_verdict"), str)}
     detectable = {a: 100 * row[f"{a}.robust_accuracy_diff_detectable_holm"] for a in said}
     claims = [a for a in said if row[f"{a}.robust_accuracy_diff_family_name"] != "exploratory"]
-    parts = [f"{INCONCLUSIVE} under {ATTACKS[a]} (claims): up to {detectable[a]:.1f} points"
-             if said[a].startswith(INCONCLUSIVE) else f"{said[a]} under {ATTACKS[a]} (claims; D {detectable[a]:.1f})"
-             for a in claims]
+    parts = [f"{INCONCLUSIVE if said[a].startswith(INCONCLUSIVE) else said[a]} under {ATTACKS[a]} (claims; D "
+             f"{detectable[a]:.1f})" for a in claims]
     groups: dict[str, list[str]] = {}
     for a in said:
         if a not in claims:
@@ -74,9 +72,8 @@ def _verdicts(row: pd.Series, attacks: list[str]) -> str:
         where = "" if len(group) == len(said) - len(claims) and len(groups) == 1 else \
             f" under {', '.join(ATTACKS[a] for a in group)}"
         widest = max(detectable[a] for a in group)
-        parts.append(f"{'else ' if claims and not where else ''}{INCONCLUSIVE}{where}: up to {widest:.1f} points"
-                     if verdict == INCONCLUSIVE else
-                     f"{verdict.removesuffix(' than the baseline')}{where} (D {widest:.1f})")
+        said_ = verdict if verdict == INCONCLUSIVE else verdict.removesuffix(" than the baseline")
+        parts.append(f"{'else ' if claims and not where else ''}{said_}{where} (D {widest:.1f})")
     return "; ".join(parts) or "–"
 
 
