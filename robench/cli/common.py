@@ -144,12 +144,17 @@ def plain(text) -> Text:
     return Text(terminal_safe(text))
 
 
-def run_title(spec: dict) -> str:
-    """A run as its record names it: `MODEL × ATTACK on TASK` and, for a model robench fine-tuned, its backbone and
-    seed (a given checkpoint's name, `checkpoint:NAME@HASH`, already says what it is)."""
+def run_title(spec: dict, hyperparameters: dict | None = None) -> str:
+    """A run as its record names it: `MODEL × ATTACK (budget=SETTING) on TASK` and, for a model robench
+    fine-tuned, its backbone and seed (a given checkpoint's name, `checkpoint:NAME@HASH`, already says what it
+    is). The budget setting is the resolved one of `hyperparameters` (a record's), else the spec's."""
+    from robench.report.identity import budget_of
+
     trained = spec.get("checkpoint") is None
-    return (f"{spec.get('model')} × {spec.get('attack')} on {spec.get('task')}"
-            + (f" (backbone {spec.get('backbone')}, seed {spec.get('seed')})" if trained else ""))
+    budget = budget_of(spec, hyperparameters)
+    return (f"{spec.get('model')} × {spec.get('attack')}" + (f" (budget={budget})" if budget else "")
+            + f" on {spec.get('task')}" + (f" (backbone {spec.get('backbone')}, seed {spec.get('seed')})"
+                                           if trained else ""))
 
 
 def progress_console(args) -> Console | None:

@@ -174,7 +174,8 @@ ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (cl
 
 
 def summary_table(record) -> Table:
-    table = Table(title=plain(f"{run_title(record.spec)}: {record.metrics.get('examples')} examples"))
+    title = f"{run_title(record.spec, record.hyperparameters)}: {record.metrics.get('examples')} examples"
+    table = Table(title=plain(title))
     table.add_column("Metric")
     table.add_column("Value", justify="right")
     for label, key, kind in ROWS:

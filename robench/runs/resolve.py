@@ -57,6 +57,17 @@ class ResolvedRun:
                 own(self.task, self.settings, self.spec.data_source)
         return self.splits["attacked"]
 
+    def resource_identity(self) -> dict[str, Any]:
+        """The identity of every resource the attack reads (robench.engine.resources.identity), as it is now: the
+        recipe's own, and the lexicon that audits a word-level attack's swaps. Empty for training only."""
+        from robench.engine.resources.identity import identities
+
+        if self.recipe is None:
+            return {}
+        uses = {**self.recipe.resources(self.attack_params), **({"lexicon": "default"} if self.recipe.word_swaps
+                                                                 else {})}
+        return identities(self.settings, uses)
+
     def hyperparameters(self) -> dict[str, Any]:
         """Training, defense and attack hyperparameters as recorded in a run record (of a given model's
         training settings only the input length applies)."""

@@ -24,6 +24,7 @@ from robench.core.types import ExampleResult, Task
 from robench.data.loading import column, subset_indices, texts_of
 from robench.engine.attack import AttackContext
 from robench.engine.metrics import textattack_metrics
+from robench.engine.resources.identity import identity_digest
 from robench.engine.words import join_fields
 from robench.runs import chance
 from robench.runs.estimate import CostEstimate, estimate
@@ -90,7 +91,8 @@ def plan_resolved(resolved: ResolvedRun, device: str = "auto", cost: bool = True
         settings.checkpoints_dir / checkpoint_key(resolved)
     cached = given or is_cached(checkpoint)
     record = record_path(settings.runs_dir, spec.run_id) if attack else None
-    finished = attack and RunStore(settings.runs_dir, spec.run_id).finished(resolved.hyperparameters()) is not None
+    finished = attack and RunStore(settings.runs_dir, spec.run_id).finished(
+        resolved.hyperparameters(), resolved.resource_identity()) is not None
     todo = cost and not finished and (attack or not cached) and not given
     torch_device = pick_device(device)
     estimated = estimate(resolved, torch_device, cached, persist=True, say=say) if todo else None
@@ -152,12 +154,13 @@ def run_stages(resolved: ResolvedRun, device: str = "auto", console: Console | N
     if prepare is None and not spec.trains and spec.checkpoint.get("kind") != "checkpoint":
         raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
     with run_lock(resolved) as store:
-        if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
+        identity = resolved.resource_identity()
+        if not force and (finished := store.finished(resolved.hyperparameters(), identity)) is not None:
             return Attacked(finished, None)
         torch_device = pick_device(device)
         model = prepare(resolved, torch_device) if prepare is not None else \
             prepare_model(resolved, torch_device, console, on_estimate, batch_size)
-        attacked = attack(resolved, model, store, str(torch_device), console, force)
+        attacked = attack(resolved, model, store, str(torch_device), console, force, identity)
         write(store, attacked)
         return attacked
 
@@ -226,9 +229,11 @@ def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
 
 
 def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device: str,
-           console: Console | None = None, force: bool = False) -> Attacked:
+           console: Console | None = None, force: bool = False, identity: dict[str, Any] | None = None) -> Attacked:
     """The attack stage: attack `model` on the eval subset of `resolved`'s spec (each finished example appended to
-    `store`'s partial file, for a resume) and make the run record (`write` writes it)."""
+    `store`'s partial file, for a resume) and make the run record (`write` writes it). `identity`: of the
+    resources the attack reads (default: `resolved.resource_identity()`), recorded and carried on each partial
+    line."""
     spec, settings, task, recipe = resolved.spec, resolved.settings, resolved.task, resolved.recipe
     start = time.perf_counter()
     split = resolved.attacked_split()
@@ -239,14 +244,16 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     if force:
         store.partial_path.unlink(missing_ok=True)
     made_with = hyperparameters_hash(resolved.hyperparameters())
-    done = ctx.done = store.load_partial(_matches(eval_data, task), made_with)
+    identity = resolved.resource_identity() if identity is None else identity
+    resources_made_with = identity_digest(identity)
+    done = ctx.done = store.load_partial(_matches(eval_data, task), made_with, resources_made_with)
 
     def record_progress(result: ExampleResult) -> None:  # the cost so far travels with each result
         if result.status == "error":  # an error is not a result: a resumed attack tries the example again
             return
         store.append(result, {"attack_seconds": done.attack_seconds + time.perf_counter() - start,
                               "victim_queries": done.victim_queries + model.victim.model_evaluations,
-                              "made_with": made_with})
+                              "made_with": made_with, "resources": resources_made_with})
 
     ctx.record = record_progress
     PHASES.info("attacking %d examples with %s (its resources load first)", len(rows), spec.attack)
@@ -274,7 +281,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
             "eval_indices_hash": content_hash(rows), "train_examples": model.train_examples}
     if spec.task_source is not None:
         data.update(source="files", data_dir=None, sha256=spec.task_source["sha256"])
-    resources = {"backbone": model.backbone, "data": data, "attack": output.resources, "device": device}
+    resources = {"backbone": model.backbone, "data": data, "attack": output.resources, "device": device,
+                 "identity": identity}
     if not spec.trains:
         order = model.label_order if model.label_order is not None else resolved.label_order
         resources["model"] = {**spec.checkpoint, "label_order": order}
