@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from robench.runs.presets import DEFAULT_PRESET, PRESETS
@@ -142,6 +143,18 @@ def plain(text) -> Text:
     from robench.core.text import terminal_safe
 
     return Text(terminal_safe(text))
+
+
+def narrow_table(title: str, headers: tuple[str, ...], caption: str | None = None) -> Table:
+    """A rich table that keeps its headers whole on an 80-column terminal: light rules, one space between columns,
+    and each column at least as wide as its header's longest word (cells fold; headers break only between
+    words)."""
+    from rich import box
+
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    for header in headers:
+        table.add_column(header, overflow="fold", min_width=max(len(word) for word in header.split()))
+    return table
 
 
 def run_title(spec: dict, hyperparameters: dict | None = None) -> str:

@@ -216,8 +216,8 @@ def cmd_list(args) -> None:
                 if name == "models" else contextlib.nullcontext():
             for entry in registry.entries():
                 obj = entry.obj if entry.entry_point is not None else entry.load()  # a plugin: imported when used
-                summary = getattr(obj, "summary", None) or getattr(obj, "note", "") if obj is not None else \
-                    f"(lazy: {entry.entry_point.value})"
+                summary = "; ".join(filter(None, (getattr(obj, "summary", ""), getattr(obj, "note", "")))) \
+                    if obj is not None else f"(lazy: {entry.entry_point.value})"
                 table.add_row(entry.name, entry.source, summary)
         for pattern, obj in registry.families().items():  # e.g. transfer:RUN_ID
             table.add_row(pattern, "robench", getattr(obj, "summary", ""))

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from rich.console import Console
+from rich.table import Column
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 PHASES = logging.getLogger("robench.phases")  # the CLI prints these on stderr (not with --quiet)
@@ -26,10 +27,16 @@ def phase(what: str) -> Iterator[None]:
 
 
 def progress_bar(console: Console | None) -> Progress:
+    """A bar whose counters (done/total, elapsed, remaining) keep their room on a narrow terminal: the description
+    gives way first (cut with an ellipsis), then the bar."""
     return Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TimeRemainingColumn(),
-        console=console, disable=console is None, transient=False,
+        TextColumn("[progress.description]{task.description}",
+                   table_column=Column(ratio=3, no_wrap=True, overflow="ellipsis")),
+        BarColumn(bar_width=None, table_column=Column(ratio=1)),
+        MofNCompleteColumn(table_column=Column(no_wrap=True, min_width=9, justify="right")),
+        TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+        TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
+        console=console, disable=console is None, transient=False, expand=True,
     )
 
 
