@@ -80,7 +80,8 @@ def test_an_older_record_is_compared_on_what_it_recorded(settings):
     stopped_early = legacy_resources(0.0952)
     assert differing(stopped_early, now) == {"masked-lm": f"heldout_accuracy 0.0952 then, {PUBLISHED_ACCURACY!r} now"}
     # a TextAttack recipe's record nests the MLM under "used"
-    nested = {"attack": {"masked_lm": {"substitutes": "bert-base-uncased", "used": stopped_early["attack"]["masked_lm"]}}}
+    used = stopped_early["attack"]["masked_lm"]
+    nested = {"attack": {"masked_lm": {"substitutes": "bert-base-uncased", "used": used}}}
     assert "masked-lm" in differing(nested, now)
 
 

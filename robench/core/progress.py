@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from rich.console import Console
-from rich.table import Column
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column
 
 PHASES = logging.getLogger("robench.phases")  # the CLI prints these on stderr (not with --quiet)
 
