@@ -78,5 +78,5 @@ def _examples(task: Task, settings: Settings, source: Source):
 ATTACKS.register("advglue")(AttackRecipe(
     name="advglue", summary="Replay the AdvGLUE dev set (Wang et al., 2021); static adversarial evaluation",
     attack=_attack, params=AdvGlueParams, check=_check, summarize=_summarize, examples=_examples,
-    data_files=(ADVGLUE_FILE,),
+    data_files=(ADVGLUE_FILE,), replay=True,
 ))

@@ -83,16 +83,20 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 import numpy as np
+
 from robench.attacks.common import (
+    SearchParams,
     apply_budget,
+    check_fluency,
     check_threshold,
     describe_encoder,
+    describe_fluency,
     describe_stopwords,
     info_of,
+    load_fluency,
     setting_constraints,
     validate_encoder_params,
 )
-
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.engine import resources
@@ -109,6 +113,7 @@ from robench.engine.constraints import (
     WordNetPartOfSpeech,
     WordNetPos,
 )
+from robench.engine.fluency import Fluency
 from robench.engine.natural import (
     NaturalFilters,
     check_natural,
@@ -130,8 +135,9 @@ PAPER_VALUES = {"k": 48, "max_modification_rate": 0.4, "min_cos": -1.0, "similar
 
 
 @dataclass(frozen=True)
-class BertAttackParams:
-    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's."""
+class BertAttackParams(SearchParams):
+    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's; the
+    search's own knobs (concurrency, query budget, ...) come from `SearchParams`."""
 
     budget: str = DEFAULT_BUDGET  # textdefender (default), morris2020, natural or paper (robench.engine.budgets)
     k: int | None = bounded(None, 1, 1000)  # MLM candidates per word (paper: 48)
@@ -149,11 +155,6 @@ class BertAttackParams:
     importance_token: str = "[MASK]"  # replaces a word to measure its importance
     mlm_max_length: int = bounded(256, 3, 512)  # sub-words the MLM sees (incl. [CLS]/[SEP])
     mlm_batch_size: int = bounded(8, 1, 4096)
-    lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
-    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
-    queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
-    concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
-    encoder_batch_size: int = bounded(128, 1, 4096)
 
     def __post_init__(self) -> None:
         apply_budget(self, PAPER_VALUES)
@@ -174,6 +175,7 @@ class BertAttackResources:
     tagger: Any = None  # .tag(words) -> universal tags (valid_synonyms)
     senses: WordNetPos | None = None  # the WordNet part-of-speech check (valid_synonyms)
     natural: NaturalFilters | None = None  # the `natural` setting's filters; None: another setting
+    fluency: Fluency | None = None  # the language model's constraint (`fluency_max_drop`); None: off
 
 
 def uses(params: BertAttackParams) -> dict[str, str]:
@@ -185,6 +187,8 @@ def uses(params: BertAttackParams) -> dict[str, str]:
         out["synonyms"] = "lexicon"
     if params.valid_synonyms:
         out["pos-tagger"] = "default"
+    if params.fluency_max_drop is not None:
+        out["causal-lm"] = "default"
     return {**out, **(natural_resources() if budget_setting(params.budget).natural_filters else {})}
 
 
@@ -198,7 +202,7 @@ def load_resources(params: BertAttackParams, settings: Settings, device) -> Bert
                                resources.pos_tagger(settings) if params.valid_synonyms else None,
                                WordNetPos(lexicon(settings).wordnet) if params.valid_synonyms else None,
                                load_natural(settings, device) if budget_setting(params.budget).natural_filters
-                               else None)
+                               else None, load_fluency(params, settings, device))
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,7 @@ def check(task: Any, params: BertAttackParams, settings: Settings) -> None:
         lexicon(settings)
     if budget_setting(params.budget).natural_filters:
         check_natural(settings)
+    check_fluency(params, settings)
 
 
 def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile | None = None, victim=None
@@ -320,7 +325,7 @@ def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile
                      ListedSynonym(res.word_space, params.k, params.min_cos) if synonyms else None,
                      WordNetPartOfSpeech(tags, res.senses) if synonyms and res.senses is not None else None,
                      PartOfSpeech(tags, allow_verb_noun_swap=True) if synonyms else None,
-                     *natural_constraints(res.natural, profile)],
+                     *natural_constraints(res.natural, profile, params), res.fluency],
         search=Greedy(lambda: Importance(lambda words, i: words.replace(i, params.importance_token)),
                       lazy=params.lazy_similarity),
         services={} if res.mlm is None else {"mlm": MlmCandidates(res.mlm, params, res.stopwords)},
@@ -338,7 +343,7 @@ def describe(params: BertAttackParams, res: BertAttackResources) -> dict[str, An
             "word_space": None if res.word_space is None else info_of(res.word_space, {"name": "word space"}),
             "pos_tagger": None if res.tagger is None else info_of(res.tagger, "pos tagger"),
             "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None,
-            "natural": describe_natural(res.natural)}
+            "natural": describe_natural(res.natural), "fluency": describe_fluency(res.fluency)}
 
 
 RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(

@@ -9,11 +9,15 @@ and describing the encoder and stopwords for the run record.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from robench.core.params import bounded
 from robench.engine import resources
 from robench.engine.budgets import budget_setting
 from robench.engine.constraints import Constraint, IndexConstraint, MaxWordsPerturbed, Similarity, WordCosine
+from robench.engine.fluency import Fluency
+from robench.engine.resources.causal_lm import check_lm, language_model
 
 
 class EncoderParams(Protocol):
@@ -24,6 +28,21 @@ class EncoderParams(Protocol):
     similarity_metric: str  # "angular" or "cosine"
     encoder_threshold: float | None  # on the encoder's own scale; None: mapped from similarity_threshold
     query_budget: int | None
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """The knobs every word-level search recipe shares (its params dataclass derives from this, and its own fields
+    follow): how the search runs, and its query budget."""
+
+    lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
+    fluency_max_drop: float | None = bounded(None, 0, 1000)  # nats a swap may lower log p(text) (None: no check)
+    sense_min_cos: float | None = bounded(None, -1, 1)  # budget=natural's sense threshold (None: SENSE_MIN_COS)
+    grammar_check: bool = True  # budget=natural's grammar check (off: the frontier study's knob)
+    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
+    queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
+    concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
+    encoder_batch_size: int = bounded(128, 1, 4096)
 
 
 def validate_encoder_params(params: EncoderParams) -> None:
@@ -105,3 +124,24 @@ def setting_constraints(params: Any, encoder: Any, word_space: Any = None
     return [MaxWordsPerturbed(params.max_modification_rate),
             WordCosine(params.min_cos, word_space) if params.min_cos > -1 else None,
             sentence_similarity(params, encoder)]
+
+
+def check_fluency(params: Any, settings: Any) -> None:
+    """Before training: the language model is installed when the setting asks for the fluency constraint."""
+    if params.fluency_max_drop is not None:
+        check_lm(settings)
+
+
+def load_fluency(params: Any, settings: Any, device: Any) -> Fluency | None:
+    """The fluency constraint at `params.fluency_max_drop` (None: none) on the language model."""
+    if params.fluency_max_drop is None:
+        return None
+    return Fluency(params.fluency_max_drop, language_model(settings, device))
+
+
+def describe_fluency(fluency: Fluency | None) -> dict[str, Any] | None:
+    """The run record's entry: the rule, its threshold and the language model that judged it."""
+    if fluency is None:
+        return None
+    return {"rule": "log p(candidate) - log p(original) >= -max_drop (nats; whole texts, detokenised, BOS first)",
+            "max_drop": fluency.max_drop, "language_model": fluency.lm.source.describe()}

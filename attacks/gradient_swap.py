@@ -59,8 +59,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generator, Literal
 
 import numpy as np
-from robench.attacks import textfooler
 
+from robench.attacks import textfooler
 from robench.classifier.victim import Text, Victim
 from robench.core.errors import RobenchError
 from robench.core.params import bounded

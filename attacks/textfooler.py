@@ -100,15 +100,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from robench.attacks.common import (
+    SearchParams,
     apply_budget,
+    check_fluency,
     check_threshold,
     describe_encoder,
+    describe_fluency,
     describe_stopwords,
     info_of,
+    load_fluency,
     setting_constraints,
     validate_encoder_params,
 )
-
 from robench.core.params import bounded
 from robench.core.paths import Settings
 from robench.core.types import Task
@@ -124,6 +127,7 @@ from robench.engine.constraints import (
     WordNetPartOfSpeech,
     WordNetPos,
 )
+from robench.engine.fluency import Fluency
 from robench.engine.natural import (
     NaturalFilters,
     check_natural,
@@ -143,8 +147,9 @@ PAPER_VALUES = {"k": 50, "min_cos": 0.5, "max_modification_rate": 1.0, "similari
 
 
 @dataclass(frozen=True)
-class TextFoolerParams:
-    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's."""
+class TextFoolerParams(SearchParams):
+    """Knobs left at None take the `budget` setting's value (robench.engine.budgets), else the paper's; the
+    search's own knobs (concurrency, query budget, ...) come from `SearchParams`."""
 
     budget: str = DEFAULT_BUDGET  # textdefender (default), morris2020, natural or paper (robench.engine.budgets)
     k: int | None = bounded(None, 1, 1000)  # synonym candidates per word
@@ -160,11 +165,6 @@ class TextFoolerParams:
     encoder_threshold: float | None = bounded(None, -1, 1)  # on the encoder used; None: mapped from the above
     window: int | None = bounded(None, 1, 1000)  # words around the swapped word compared by the sentence encoder
     skip_shorter_than_window: bool | None = None
-    lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
-    query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
-    queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
-    concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
-    encoder_batch_size: int = bounded(128, 1, 4096)
 
     def __post_init__(self) -> None:
         apply_budget(self, PAPER_VALUES)
@@ -186,6 +186,7 @@ class TextFoolerResources:
     senses: WordNetPos | None = None  # the `wordnet_pos` check; None: off
     context: Any = None  # .scores(words, i, replacements) -> contextual cosines (`min_context_cos`)
     natural: NaturalFilters | None = None  # the `natural` setting's filters; None: another setting
+    fluency: Fluency | None = None  # the language model's constraint (`fluency_max_drop`); None: off
 
 
 def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
@@ -198,6 +199,7 @@ def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
         lexicon_inputs(settings)  # built (or loaded) when the attack loads its resources, with a phase line
     if budget_setting(params.budget).natural_filters:
         check_natural(settings)
+    check_fluency(params, settings)
 
 
 def uses(params: TextFoolerParams) -> dict[str, str]:
@@ -208,6 +210,8 @@ def uses(params: TextFoolerParams) -> dict[str, str]:
         out["lexicon"] = "default"
     if params.min_context_cos is not None:
         out["context-similarity"] = "default"
+    if params.fluency_max_drop is not None:
+        out["causal-lm"] = "default"
     return {**out, **(natural_resources() if budget_setting(params.budget).natural_filters else {})}
 
 
@@ -218,7 +222,7 @@ def load_resources(params: TextFoolerParams, settings: Settings, device) -> Text
                                WordNetPos(lexicon(settings).wordnet) if params.wordnet_pos else None,
                                None if params.min_context_cos is None else context_similarity(settings, device),
                                load_natural(settings, device) if budget_setting(params.budget).natural_filters
-                               else None)
+                               else None, load_fluency(params, settings, device))
 
 
 def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile | None = None, victim=None
@@ -234,7 +238,7 @@ def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile
                      PartOfSpeech(tags, params.allow_verb_noun_swap),
                      None if params.min_context_cos is None else ContextSimilarity(res.context,
                                                                                    params.min_context_cos, profile),
-                     *natural_constraints(res.natural, profile)],
+                     *natural_constraints(res.natural, profile, params), res.fluency],
         search=Greedy(lambda: Importance(lambda original, i: original.delete(i)), lazy=params.lazy_similarity),
         profile=profile)
 
@@ -249,6 +253,7 @@ def describe(params: TextFoolerParams, res: TextFoolerResources) -> dict[str, An
         "wordnet_pos": "WordNet 3.0 synset parts of speech (nltk_data)" if res.senses is not None else None,
         "context_similarity": info_of(res.context, "context similarity") if res.context is not None else None,
         "natural": describe_natural(res.natural),
+        "fluency": describe_fluency(res.fluency),
     }
 
 

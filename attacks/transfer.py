@@ -17,7 +17,8 @@ successful if the source attack succeeded and its adversarial text fools this
 model, failed otherwise (a source attack that failed transfers nothing); error
 if the source run did not evaluate the example. Queries: 1 (clean) + 1 (replay).
 Metrics: TextAttack's, plus `accuracy_drop` (clean - under attack) and
-`replayed` (source successes replayed on examples this model got right).
+`replayed` (source successes replayed on examples this model got right: the
+results whose text is the source's adversarial text, not the original).
 
 Deviation: only texts that fooled the source model are replayed (not the last
 text of a failed search), so the number is a transfer rate of successes.
@@ -26,25 +27,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.core.records import RunRecord, examples_path, read_examples, read_record, record_path, record_problem
 from robench.core.types import ExampleResult, Task
-from robench.data.loading import load_split, split_rows, texts_of
+from robench.data.loading import split_rows, texts_of
 from robench.engine.attack import ATTACKS, AttackContext, AttackOutput, AttackRecipe
 from robench.engine.metrics import textattack_metrics
-from robench.engine.words import FIELD_SEPARATOR, split_words
+from robench.engine.words import FIELD_SEPARATOR, join_fields, split_words
 
 
 @dataclass(frozen=True)
 class TransferParams:
     pass
-
-
-def joined(text: Sequence[str]) -> str:
-    return FIELD_SEPARATOR.join(text)
 
 
 def _source(settings: Settings, run_id: str, task: Task) -> RunRecord:
@@ -54,7 +51,7 @@ def _source(settings: Settings, run_id: str, task: Task) -> RunRecord:
     record = read_record(path)
     if record.spec.get("task") != task.name:
         raise RobenchError(f"transfer source run {run_id!r} is on task {record.spec.get('task')!r}, not {task.name!r}")
-    if record.spec.get("attack") == "advglue" or str(record.spec.get("attack", "")).startswith("transfer:"):
+    if _replays(str(record.spec.get("attack", ""))):
         raise RobenchError(f"transfer source run {run_id!r} is a replay ({record.spec['attack']}); "
                            f"use a run of a search attack such as textfooler")
     if not examples_path(settings.runs_dir, run_id).is_file():
@@ -64,14 +61,23 @@ def _source(settings: Settings, run_id: str, task: Task) -> RunRecord:
     return record
 
 
+def _replays(attack: str) -> bool:
+    """Whether the recipe `attack` replays fixed texts (`AttackRecipe.replay`); one not installed here is taken for
+    a search."""
+    try:
+        return ATTACKS.get(attack).replay
+    except RobenchError:
+        return False
+
+
 def _check(run_id: str, task: Task, params: TransferParams, settings: Settings) -> None:
     _source(settings, run_id, task)
 
 
-def source_adversarials(ctx: AttackContext, run_id: str, split: list[str]
+def source_adversarials(ctx: AttackContext, run_id: str, source: RunRecord, split: list[str]
                         ) -> dict[tuple[int, str], ExampleResult]:
-    """The source run's results keyed by (eval-split row, original text); `split`: the eval split's texts."""
-    source = _source(ctx.settings, run_id, ctx.task)
+    """The results of `source` (the record of run `run_id`) keyed by (eval-split row, original text); `split`:
+    the eval split's texts."""
     if source.spec.get("data_source") != ctx.spec.data_source:
         raise RobenchError(f"transfer source run {run_id!r} read {source.spec.get('data_source')!r} data, this run "
                            f"reads {ctx.spec.data_source!r}")
@@ -82,22 +88,24 @@ def source_adversarials(ctx: AttackContext, run_id: str, split: list[str]
 
 
 def _attack(run_id: str, ctx: AttackContext, params: TransferParams) -> AttackOutput:
-    split = [joined(t) for t in texts_of(load_split(ctx.task, "eval", ctx.settings.data_dir, ctx.spec.data_source),
-                                         ctx.task)]
-    source = source_adversarials(ctx, run_id, split)
+    if ctx.split is None:
+        raise RobenchError("transfer matches examples by their eval-split row: its context needs the whole split")
+    split = [join_fields(t) for t in texts_of(ctx.split, ctx.task)]
+    record = _source(ctx.settings, run_id, ctx.task)
+    source = source_adversarials(ctx, run_id, record, split)
     texts, labels = texts_of(ctx.eval_data, ctx.task), [int(y) for y in ctx.eval_data["label"]]
-    rows = split_rows(split, [joined(t) for t in texts])
+    rows = split_rows(split, [join_fields(t) for t in texts])
     todo = [i for i in range(len(texts)) if i not in ctx.done]
-    replays = {i: _replay_text(texts[i], source.get((rows[i], joined(texts[i])))) for i in todo}
+    replays = {i: _replay_text(texts[i], source.get((rows[i], join_fields(texts[i])))) for i in todo}
     clean = ctx.victim.predict([texts[i] for i in todo])
     adv = dict(zip([i for i in todo if replays[i]], ctx.victim.predict([replays[i] for i in todo if replays[i]])))
     out = []
     for i, pred in zip(todo, clean):
         result = _result(i, texts[i], labels[i], int(pred), replays[i], adv.get(i),
-                         source.get((rows[i], joined(texts[i]))), run_id)
+                         source.get((rows[i], join_fields(texts[i]))), run_id)
         ctx.record(result)
         out.append(result)
-    return AttackOutput(out, _resources(run_id, ctx.settings))
+    return AttackOutput(out, _resources(run_id, record))
 
 
 def _replay_text(text: tuple[str, ...], src: ExampleResult | None) -> tuple[str, ...] | None:
@@ -108,7 +116,7 @@ def _replay_text(text: tuple[str, ...], src: ExampleResult | None) -> tuple[str,
 
 def _result(i: int, text: tuple[str, ...], label: int, pred: int, replay: tuple[str, ...] | None,
             adv: int | None, src: ExampleResult | None, run_id: str) -> ExampleResult:
-    original = joined(text)
+    original = join_fields(text)
     words = sum(len(split_words(t)) for t in text)  # as the engine counts them
     if src is None:
         return ExampleResult(i, label, original, original, pred, -1, "error", 1, words, 0,
@@ -119,19 +127,18 @@ def _result(i: int, text: tuple[str, ...], label: int, pred: int, replay: tuple[
         return ExampleResult(i, label, original, original, pred, pred, "failed", 1, words, 0,
                              f"source attack {src.status}: nothing to transfer")
     status = "successful" if adv != label else "failed"
-    return ExampleResult(i, label, original, joined(replay), pred, int(adv), status, 2, words, src.words_perturbed)
+    return ExampleResult(i, label, original, join_fields(replay), pred, int(adv), status, 2, words, src.words_perturbed)
 
 
 def _summarize(results: list[ExampleResult], ctx: AttackContext, params: TransferParams) -> dict[str, Any]:
     out = dataclasses.asdict(textattack_metrics(results))
     out.update(out.pop("extra"))
     out["accuracy_drop"] = out["clean_accuracy"] - out["robust_accuracy"]
-    out["replayed"] = sum(r.queries == 2 for r in results if r.status in ("failed", "successful"))
+    out["replayed"] = sum(r.perturbed_text != r.original_text for r in results if r.status in ("failed", "successful"))
     return out
 
 
-def _resources(run_id: str, settings: Settings) -> dict[str, Any]:
-    record = read_record(record_path(settings.runs_dir, run_id))
+def _resources(run_id: str, record: RunRecord) -> dict[str, Any]:
     return {"source_run": run_id, "source_model": record.spec.get("model"),
             "source_attack": record.spec.get("attack"), "source_attack_params": record.spec.get("attack_params"),
             "source_seed": record.spec.get("seed"), "source_git_commit": record.git_commit}
@@ -145,5 +152,5 @@ def transfer(run_id: str) -> AttackRecipe:
         summary=f"Replay the successful adversarial texts of run {run_id} (transfer attack)",
         attack=lambda ctx, params: _attack(run_id, ctx, params), params=TransferParams,
         check=lambda task, params, settings: _check(run_id, task, params, settings),
-        summarize=_summarize,
+        summarize=_summarize, replay=True,
     )

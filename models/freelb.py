@@ -58,6 +58,14 @@ class FreeLBParams:
             raise ValueError("adv_lr, adv_init_mag and adv_max_norm must be >= 0")
 
 
+def embedding_inputs(model: torch.nn.Module, batch: dict[str, torch.Tensor]
+                     ) -> tuple[torch.nn.Module, torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+    """What an ascent on the word embeddings needs of a batch: the embedding layer, the token ids, the other model
+    inputs and the real-token mask (batch, length, 1), float."""
+    rest = {k: v for k, v in batch.items() if k != "input_ids"}
+    return model.get_input_embeddings(), batch["input_ids"], rest, batch["attention_mask"].unsqueeze(-1).float()
+
+
 def initial_delta(embeds: torch.Tensor, mask: torch.Tensor, init_mag: float) -> torch.Tensor:
     """U(-1, 1) noise on real tokens, scaled by init_mag / sqrt(L * d) per example."""
     if init_mag <= 0:
@@ -86,10 +94,7 @@ class FreeLB(Objective):
 
     def step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         p = self.params
-        embed = self.model.get_input_embeddings()
-        ids = batch["input_ids"]
-        rest = {k: v for k, v in batch.items() if k != "input_ids"}
-        mask = batch["attention_mask"].unsqueeze(-1).float()
+        embed, ids, rest, mask = embedding_inputs(self.model, batch)
         with torch.no_grad():
             delta = project_l2(initial_delta(embed(ids).float(), mask, p.adv_init_mag), p.adv_max_norm)
         total, norms = torch.zeros((), device=ids.device), []

@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from robench.models.freelb import initial_delta, project_l2
 
 from robench.core.params import bounded
+from robench.models.freelb import embedding_inputs, initial_delta, project_l2
 from robench.training.defense import MODELS, Defense
 from robench.training.objective import Objective
 
@@ -77,10 +77,7 @@ class PGD(Objective):
 
     def step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         p = self.params
-        embed = self.model.get_input_embeddings()
-        ids = batch["input_ids"]
-        rest = {k: v for k, v in batch.items() if k != "input_ids"}
-        mask = batch["attention_mask"].unsqueeze(-1).float()
+        embed, ids, rest, mask = embedding_inputs(self.model, batch)
         with torch.no_grad():
             clean = embed(ids)
             if p.adv_norm == "l2":

@@ -32,10 +32,7 @@ certified-NLP, `data_process.py`, `data_util.py`, `evaluation.py`; TextDefender'
   `safer_cert_samples` = 2,000 random perturbations (the paper's `num_random_sample`), drawn from a generator
   independent of the prediction's.
 
-Hyperparameters (`SaferParams`): safer_k 50, safer_min_cos 0.5, safer_set_size 100, safer_samples 100,
-safer_cert_samples 2000, safer_cert_alpha 0.01, safer_seed 0, safer_synonym_source null (the default table).
-
-Deviations (each on purpose):
+Deviations (each on purpose; the hyperparameters and their defaults are `SaferParams`):
 
 * "nearest" in a component larger than safer_set_size is nearest in the synonym graph (breadth first from the
   word; the last, partly taken layer by cosine), not by cosine alone as in the paper's code: in the 50-dimensional
@@ -62,7 +59,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Sequence
 
 import numpy as np
@@ -78,8 +75,6 @@ from robench.engine.words import Words, recover_case
 from robench.training.defense import MODELS, Defense
 from robench.training.objective import Objective, TrainingContext
 
-SAFER_FIELDS = ("safer_k", "safer_min_cos", "safer_set_size", "safer_samples", "safer_cert_samples",
-                "safer_cert_alpha", "safer_seed", "safer_synonym_source")
 MC_ERROR = 0.01  # the authors' evaluation.py: certified when p - Delta >= 0.5 + mc_error (reported beside the bound)
 
 
@@ -124,10 +119,9 @@ class PerturbationSets:
         graph = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, nn[rows, cols])), shape=(n, n))
         self._adj = (graph + graph.T).tocsr()  # the undirected synonym graph
         self.components, self.component = connected_components(graph, directed=False)
-        sizes = np.bincount(self.component, minlength=self.components)
+        self.sizes = sizes = np.bincount(self.component, minlength=self.components)
         self._order = np.argsort(self.component, kind="stable")
         self._start = np.concatenate([[0], np.cumsum(sizes)])
-        self.sizes = sizes
         self._sets: dict[int, np.ndarray] = {}
         self._q: dict[int, float] = {}
         big = sizes > cap
@@ -296,7 +290,7 @@ class SmoothedVictim(BaseVictim):
         for start in range(0, len(todo), self.base.batch_size):
             chunk = todo[start:start + self.base.batch_size]
             self.inner_forwards += len(chunk)
-            for text, row in zip(chunk, self.base._forward(chunk)):
+            for text, row in zip(chunk, self.base.model_outputs(chunk)):
                 out[text] = int(np.argmax(row))
         return out
 
@@ -366,13 +360,14 @@ class SaferForSequenceClassification(BertForSequenceClassification):
     config_class = SaferConfig
 
     def safer_params(self) -> SaferParams:
-        return SaferParams(**{k: v for k, v in self.config.safer.items() if k in SAFER_FIELDS})
+        saved = self.config.safer  # the fields of SaferParams; a key no field has is ignored
+        return SaferParams(**{f.name: saved[f.name] for f in fields(SaferParams) if f.name in saved})
 
     def robench_victim(self, victim: Victim, settings) -> SmoothedVictim:
         """The hook `robench.classifier.victim.defended` calls: the smoothed victim over this base classifier."""
         if settings is None:
             raise RobenchError("a SAFER model predicts by a vote over synonym substitutions, which needs the "
-                               "synonym table: load it with settings (robench.training.given.load_victim(..., "
+                               "synonym table: load it with settings (robench.runs.given.load_victim(..., "
                                "settings=...))")
         params = self.safer_params()
         sets = perturbation_sets(params, settings)
@@ -390,7 +385,7 @@ def build_safer(backbone: str, num_labels: int, params: SaferParams) -> SaferFor
     settings = {k: v for k, v in base.to_dict().items() if k not in ("safer", "safer_table")}
     for key in ("model_type", "architectures", "transformers_version", "id2label", "label2id"):
         settings.pop(key, None)
-    config = SaferConfig(safer={k: getattr(params, k) for k in SAFER_FIELDS}, num_labels=num_labels, **settings)
+    config = SaferConfig(safer=asdict(params), num_labels=num_labels, **settings)
     return SaferForSequenceClassification.from_pretrained(backbone, config=config)
 
 

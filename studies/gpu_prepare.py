@@ -239,7 +239,7 @@ def pack_cut(gpu: Path, data_dir: Path, task_name: str = CUT_TASK) -> dict:
     xz-compressed into `gpu`/cut.tar.xz; checked here: every covered word's candidates (all K, any cosine) and
     cosines, and every cut word's parts of speech, equal the whole resources'."""
     from robench.core.paths import resolve_settings
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, texts_of
     from robench.engine.resources import cut
     from robench.engine.resources.lexicon import RELATIONS_FILE, lexicon, lexicon_inputs, relations_dir

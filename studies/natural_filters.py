@@ -178,9 +178,9 @@ def draw(examples: Sequence[Example], min_swaps: int, seed: int = 0) -> list[Exa
 def natural_checks(settings: Any) -> list[tuple[str, Check]]:
     """The `natural` setting's checks as TextFooler loads them (CPU), in the order an attack runs them."""
     import torch
+
     from robench.attacks.common import setting_constraints
     from robench.attacks.textfooler import TextFoolerParams, load_resources
-
     from robench.engine.natural import natural_constraints
 
     params = TextFoolerParams(budget="natural")

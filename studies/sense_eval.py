@@ -31,7 +31,7 @@ import numpy as np
 from robench.core.paths import resolve_settings
 from robench.engine.constraints import Swap
 from robench.engine.resources.context import context_similarity
-from robench.engine.resources.lexicon import _wordnet
+from robench.engine.resources.lexicon import wordnet_reader
 from robench.engine.resources.nltk_data import pos_tagger
 from robench.engine.sense import SENSE_MIN_COS, sense_constraint
 from robench.engine.words import Words
@@ -64,7 +64,7 @@ def as_words(sentence: str) -> Words:
 def wordnet_decisions(rows: list[dict], settings) -> dict[str, np.ndarray]:
     from nltk.wsd import lesk
 
-    wordnet, tagger = _wordnet(settings), pos_tagger(settings)
+    wordnet, tagger = wordnet_reader(settings), pos_tagger(settings)
     out: dict[str, list[bool]] = {"wordnet-any": [], "wordnet-top2": [], "lesk": []}
     for row in rows:
         words, i = row["sentence"].split(), int(row["position"])

@@ -11,7 +11,7 @@ engineer) in its sentence, before any signal below was computed, as `keeps` (sam
 none: "a witty script" -> "a spiritual script"). Every one of them is a listed synonym or inflection under the
 audit. Signals, scored against keeps-or-grammar vs changes:
 
-* `wordnet_pos`: robench.engine.substitution.WordNetPos on the word's tag in the original sentence (the
+* `wordnet_pos`: robench.engine.constraints.WordNetPos on the word's tag in the original sentence (the
   perceptron tagger, universal tags), i.e. the filter textfooler now applies;
 * contextual cosine: the packaged MiniLM's hidden states (layers 2, 4, 6) at the word, mean over its word
   pieces, the original sentence against the sentence with only this swap;

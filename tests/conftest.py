@@ -58,6 +58,39 @@ def tiny_mlm(tmp_path_factory, tiny_backbone) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny_lm(tmp_path_factory, tiny_backbone) -> Path:
+    """A 2-layer, 16-wide random Llama causal LM with the MiniLM tokenizer ([CLS] begins a text): what every test
+    scores fluency with (`ROBENCH_LANGUAGE_MODEL`) unless it asks for the real one (`real_language_model`)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny-lm")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_backbone)
+    config = LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                         bos_token_id=tokenizer.cls_token_id, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _tiny_language_model(monkeypatch, tiny_lm):
+    from robench.engine.resources.causal_lm import LM_DIR_ENV
+
+    monkeypatch.setenv(LM_DIR_ENV, str(tiny_lm))
+
+
+@pytest.fixture
+def real_language_model(monkeypatch):
+    """The packaged SmolLM2 (integration tests only: its first use converts the GGUF file, minutes)."""
+    from robench.engine.resources.causal_lm import LM_DIR_ENV
+
+    monkeypatch.delenv(LM_DIR_ENV, raising=False)
+
+
 def _head(src: Path, dst: Path, rows: int) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     lines = src.read_text(encoding="utf-8").splitlines(keepends=True)

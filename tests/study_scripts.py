@@ -9,7 +9,10 @@ STUDIES = Path(__file__).resolve().parents[1] / "studies"
 
 def load_study(name: str) -> ModuleType:
     """`studies/<name>.py`, imported once and registered in sys.modules (its dataclasses resolve their
-    annotations there)."""
+    annotations there). studies/ goes on the import path, as when a script runs, so that a script split into
+    several files (gpu_lend.py and its gpu_lend_*.py) imports its parts by name."""
+    if str(STUDIES) not in sys.path:
+        sys.path.append(str(STUDIES))
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, STUDIES / f"{name}.py")
         module = importlib.util.module_from_spec(spec)

@@ -14,6 +14,7 @@ from robench.classifier.victim import QueryCounter, Victim
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord
 from robench.core.types import ExampleResult
+from robench.data import TASKS
 from robench.engine.attack import ATTACKS
 from robench.engine.gradients import GradientVictim, GradQuery, bpda, word_gradients
 from robench.report.worstcase import budget_curve, worst_case, worst_cases
@@ -65,8 +66,9 @@ def test_gradient_through_the_imbert_solver_matches_finite_differences(tiny_back
 
 
 def test_bpda_keeps_the_solver_value_and_takes_the_explicit_layer_gradient(tiny_backbone):
-    from robench.models.imbert import IMBertLayer
     from transformers.models.bert.modeling_bert import BertLayer
+
+    from robench.models.imbert import IMBertLayer
 
     model = _imbert(tiny_backbone, im_steps=4, im_gamma=0.05).double()
     layer = model.bert.encoder.layer[1]
@@ -147,6 +149,8 @@ def test_transfer_to_an_identical_model_reproduces_the_source_successes(tiny_mod
         assert replay[r.index].status == r.status
         if r.status == "successful":
             assert replay[r.index].perturbed_text == r.perturbed_text
+    metrics = recipe.summarize(list(replay.values()), ctx, recipe.params())
+    assert metrics["replayed"] == sum(r.status == "successful" for r in source)  # its texts, whatever the queries
 
     # another subset of the same split: matched by eval-split row and text, not by position in the subset
     shifted = make_ctx(settings, new_victim(tiny_model), 20)
@@ -155,6 +159,19 @@ def test_transfer_to_an_identical_model_reproduces_the_source_successes(tiny_mod
     for r in source[4:]:
         assert moved[r.index - 4].status == r.status
     assert all(moved[i].status == "error" and "not in the source run" in moved[i].error for i in range(12, 16))
+
+
+def test_transfer_refuses_a_replay_source_by_its_recipe_not_its_name(settings, monkeypatch):
+    """A source whose recipe replays fixed texts (`AttackRecipe.replay`: AdvGLUE, a transfer) has nothing of its own
+    to transfer; a search recipe, whatever its name, is a source."""
+    task = TASKS.get("sst2")
+    results = _results("sf")
+    for attack in ("transfer:other", "advglue"):
+        _finish(settings, "replayed", tiny_spec("unused", attack=attack, eval_size=2), results)
+        with pytest.raises(RobenchError, match="is a replay"):
+            ATTACKS.get("transfer:replayed").check(task, None, settings)
+    monkeypatch.setattr(ATTACKS.get("advglue"), "replay", False)  # the flag decides, not the name
+    ATTACKS.get("transfer:replayed").check(task, None, settings)
 
 
 def test_transfer_rejects_a_missing_source_before_training(settings, tiny_backbone):
@@ -234,7 +251,7 @@ def test_leaderboard_gets_the_worst_case_column_and_flags(settings):
 
 
 def test_worst_case_matches_runs_of_different_subsets_by_eval_split_row_and_text(settings):
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, texts_of
 
     split = [t[0] for t in texts_of(load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local"),

@@ -45,8 +45,9 @@ import robench
 import robench.runs.runner as runner
 from robench.core.paths import resolve_settings
 from robench.core.records import read_examples
-from robench.core.registry import TASKS, Entry
+from robench.core.registry import Entry
 from robench.core.types import ExampleResult
+from robench.data import TASKS
 from robench.data.loading import load_split, texts_of
 from robench.engine import resources
 from robench.engine.attack import ATTACKS, AttackContext, AttackOutput

@@ -17,8 +17,8 @@ from conftest import tiny_spec
 
 import robench
 from robench.classifier.victim import QueryBudgetExceeded, QueryCounter, Victim
-from robench.core.registry import TASKS
 from robench.core.types import ExampleResult
+from robench.data import TASKS
 from robench.data.loading import load_split
 from robench.engine.attack import AttackContext
 from robench.engine.scheduler import EngineConfig, Request, attack_examples
@@ -111,14 +111,15 @@ def make_ctx(settings, victim: Victim, n: int, *, labels_from: Victim | None = N
     """A context over the first `n` tiny eval rows; `labels_from` relabels them with its predictions (no skips)."""
     spec = tiny_spec("unused", task=task, eval_size=n)
     t = TASKS.get(task)
-    data = load_split(t, "eval", settings.data_dir, "local").select(range(n))
+    split = load_split(t, "eval", settings.data_dir, "local")
+    data = split.select(range(n))
     if labels_from is not None:
         from robench.data.loading import texts_of
 
         preds = [int(p) for p in labels_from.predict(texts_of(data, t))]
         data = data.remove_columns("label").add_column("label", preds)
     out: list[ExampleResult] = []
-    return AttackContext(spec, t, victim, settings, data, 0.0, done or {}, record or out.append)
+    return AttackContext(spec, t, victim, settings, data, 0.0, done or {}, record or out.append, split=split)
 
 
 # --- victim ------------------------------------------------------------------------
@@ -353,8 +354,9 @@ def test_top_combinations_is_exact_and_never_enumerates_the_product():
 
 
 def test_bert_attack_runs_with_a_tiny_masked_lm(tiny_backbone, tiny_model, settings):
-    from robench.attacks.bert_attack import RECIPE, BertAttackParams, BertAttackResources, MlmCandidates
     from transformers import AutoTokenizer, BertForMaskedLM
+
+    from robench.attacks.bert_attack import RECIPE, BertAttackParams, BertAttackResources, MlmCandidates
 
     torch.manual_seed(0)
     mlm = type("MLM", (), {"model": BertForMaskedLM.from_pretrained(tiny_backbone),
@@ -379,7 +381,6 @@ def test_bert_attack_runs_with_a_tiny_masked_lm(tiny_backbone, tiny_model, setti
 def test_recipes_return_the_description_of_the_resources_they_loaded(tiny_model, settings, monkeypatch):
     """`attack` loads its resources once and returns their description with the results: nothing is reloaded."""
     import robench.attacks.textfooler as textfooler
-
     from robench.engine.attack import ATTACKS
 
     loaded = []

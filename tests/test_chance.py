@@ -7,14 +7,16 @@ from test_compare import fake_run, statuses
 
 import robench
 from robench.cli import main
+from robench.cli.runs import summary_table
 from robench.core.records import iter_records
 from robench.report.compare import compare, group_settings
 from robench.report.leaderboard import write_leaderboard
 from robench.report.leaderboard_page import write_html
 from robench.report.stats import INSUFFICIENT
-from robench.runs.chance import MARGIN, check
+from robench.runs.chance import MARGIN, MIN_CHECK_EXAMPLES, TOO_FEW_TO_CHECK, check, unchecked, untrained
 
 QNLI_DEV = [0] * 522 + [1] * 571  # the reference QNLI dev split's labels (majority 52.2%)
+SST2_DEV = [0] * 428 + [1] * 444  # SST-2's 872 dev sentences (majority 50.9%)
 
 
 @pytest.mark.parametrize("accuracy, trained", [(0.5389, False), (0.5819, False), (0.8042, True), (0.8170, True)])
@@ -76,7 +78,6 @@ def test_a_board_where_every_checkpoint_trained_has_no_untrained_column(tmp_path
 
 
 def test_a_run_records_its_checks_and_its_summary_warns(settings):
-    from robench.cli.runs import summary_table
 
     def constant(inputs):
         return np.array([[0.0, 1.0]] * len(inputs))
@@ -85,4 +86,54 @@ def test_a_run_records_its_checks_and_its_summary_warns(settings):
                               settings=settings, device="cpu")
     (dev,) = record.metrics["chance"]  # AdvGLUE has no clean accuracy: the dev check only
     assert dev["what"] == "dev" and dev["trained"] is False and dev["accuracy"] == record.metrics["dev_accuracy"]
+    assert dev["examples"] < MIN_CHECK_EXAMPLES  # the test data's dev split: too small to tell
+    assert f"note: {TOO_FEW_TO_CHECK}" in str(summary_table(record).caption)
+    record.metrics["chance"] = [check("dev", 0.51, SST2_DEV).to_dict()]  # at chance on SST-2's whole dev split
     assert "WARNING: the checkpoint did not train: dev accuracy" in str(summary_table(record).caption)
+
+
+def test_a_check_on_too_few_examples_cannot_tell():
+    """20 attacked examples cannot tell (a checkpoint at 84% fails the rule there in about 21% of draws): the check
+    is not applied, and with no other check the record says so instead of being flagged."""
+    few = check("clean", 0.6, [0, 1] * 10)
+    assert not few.trained and not few.can_tell and untrained([few]) == []
+    assert unchecked([few]) == (f"{TOO_FEW_TO_CHECK} (20 attacked; a check needs {MIN_CHECK_EXAMPLES}): kept in "
+                                "comparisons")
+    dev = check("dev", 0.84, SST2_DEV)
+    assert dev.can_tell and unchecked([dev, few]) is None and untrained([dev, few]) == []
+    at_chance = check("dev", 0.51, SST2_DEV)
+    assert untrained([at_chance, few]) == [at_chance]
+    assert check("clean", 0.5, [0, 1] * (MIN_CHECK_EXAMPLES // 2)).can_tell and unchecked([]) is None
+
+
+def _small_evaluations(runs_dir, examples: int, dev: bool) -> None:
+    """bert and imbert x 5 seeds attacked on `examples` examples, each right on 60% of them (every such clean check
+    failed the rule before it needed MIN_CHECK_EXAMPLES); with `dev`, each checkpoint's own dev check (84% of
+    SST-2's 872 dev sentences) is recorded."""
+    right = round(0.6 * examples)
+    labels = [i % 2 for i in range(examples)]
+    for seed in range(5):
+        for model, kept in (("bert", right - 1), ("imbert", right)):
+            checks = [check("clean", right / examples, labels)] + ([check("dev", 0.84, SST2_DEV)] if dev else [])
+            fake_run(runs_dir, statuses(kept, right - kept, examples - right), model=model, seed=seed,
+                     eval_size=examples, chance=[c.to_dict() for c in checks])
+
+
+@pytest.mark.parametrize("examples", [5, 20])
+def test_small_evaluations_read_the_checkpoints_own_dev_check(tmp_path, examples):
+    runs = tmp_path / "runs"
+    _small_evaluations(runs, examples, dev=True)
+    (found,) = compare(group_settings(iter_records(runs)), runs, "bert")
+    assert found.seeds == (0, 1, 2, 3, 4) and found.excluded == () and found.verdict != INSUFFICIENT
+
+
+def test_small_evaluations_without_a_dev_check_are_kept_and_say_so(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    _small_evaluations(runs, 5, dev=False)
+    (found,) = compare(group_settings(iter_records(runs)), runs, "bert")
+    assert found.seeds == (0, 1, 2, 3, 4) and found.excluded == ()
+    assert main(["compare", "--baseline", "bert", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert sum(TOO_FEW_TO_CHECK in line for line in out.splitlines()) == 10 and "untrained" not in out
+    (record,) = [r for r in iter_records(runs) if r.spec["model"] == "imbert" and r.spec["seed"] == 0]
+    assert f"note: {TOO_FEW_TO_CHECK}" in str(summary_table(record).caption)

@@ -24,8 +24,9 @@ from robench.runs.store import RunStore
 
 
 def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval_size=200, attack_params=None,
-             model_params=None, train=TrainConfig(), eval_seed=0) -> RunRecord:
-    """A finished run whose per-example CSV has `statuses` (one per example) and whose metrics match them."""
+             model_params=None, train=TrainConfig(), eval_seed=0, chance=None) -> RunRecord:
+    """A finished run whose per-example CSV has `statuses` (one per example) and whose metrics match them
+    (`chance`: the record's chance checks, `metrics.chance`; by default none, so they are computed from the CSV)."""
     spec = RunSpec(task="sst2", model=model, attack=attack, seed=seed, eval_size=eval_size, eval_seed=eval_seed,
                    train=train, model_params=model_params or {}, attack_params=attack_params or {})
     results = [_result(i, s) for i, s in enumerate(statuses)]
@@ -34,7 +35,8 @@ def fake_run(runs_dir, statuses, model="bert", seed=0, attack="textfooler", eval
     attacked = count["failed"] + count["successful"]
     metrics = {"examples": n, "dev_accuracy": 0.8, "clean_accuracy": attacked / n,
                "robust_accuracy": count["failed"] / n,
-               "attack_success_rate": count["successful"] / attacked if attacked else None}
+               "attack_success_rate": count["successful"] / attacked if attacked else None,
+               **({} if chance is None else {"chance": chance})}
     from robench.report.identity import _attack_defaults, _model_defaults
 
     attack_params = attack_params or {}  # the attack's resolved parameters under its budget setting, as a run records

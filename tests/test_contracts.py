@@ -62,7 +62,7 @@ def test_a_defence_trains_a_step_that_moves_its_weights(defence, tiny_backbone):
 def test_a_defence_saves_as_safetensors_and_loads_with_the_same_outputs(defence, tiny_backbone, tmp_path):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from robench.training.given import register_architectures
+    from robench.runs.given import register_architectures
 
     composed = ComposedDefense(defence.name, (defence,))
     model = composed.build(str(tiny_backbone), 2, composed.resolve_params({})).eval()

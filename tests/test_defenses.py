@@ -175,8 +175,9 @@ def test_imbert_fixed_point_solver_and_layer_choice(tiny_backbone):
 
 
 def test_imbert_checkpoint_round_trip_through_auto_classes(tiny_backbone, tmp_path):
-    from robench.models.imbert import IMBertForSequenceClassification
     from transformers import AutoModelForSequenceClassification
+
+    from robench.models.imbert import IMBertForSequenceClassification
 
     model, _ = _model(tiny_backbone, "imbert", im_steps=2, im_gamma=0.05, im_layers=[0])
     model.save_pretrained(tmp_path, safe_serialization=True)
@@ -193,7 +194,7 @@ def test_tiny_run_with_imbert_records_its_hyperparameters(settings, tiny_backbon
     import csv
 
     from robench.classifier.victim import accuracy
-    from robench.training.given import load_victim
+    from robench.runs.given import load_victim
 
     spec = tiny_spec(tiny_backbone, model="imbert", model_params={"im_steps": 2})
     record = robench.run(spec, settings, device="cpu")
@@ -213,7 +214,7 @@ def test_tiny_run_with_imbert_records_its_hyperparameters(settings, tiny_backbon
 
 
 def _dev_texts(settings) -> tuple[list[str], list[int]]:
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split
 
     dev = load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local")
@@ -237,10 +238,10 @@ def test_defenses_bench_tiny_end_to_end(settings, tiny_backbone, tiny_data, caps
 
 @pytest.mark.integration
 def test_im_connection_residual_falls_on_real_minilm_layers():
-    from robench.models.imbert import IMBertParams, build_imbert
     from transformers import AutoTokenizer
 
     from robench.classifier.backbone import resolve_backbone
+    from robench.models.imbert import IMBertParams, build_imbert
 
     location = resolve_backbone("minilm").location
     model = build_imbert(location, 2, IMBertParams(im_steps=0)).eval()

@@ -19,8 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "studies" / "gpu_lend.py"
 
 
-def _module():
-    return load_study("gpu_lend")
+def _module(name: str = "gpu_lend"):
+    return load_study(name)
+
+
+def _modules():
+    """The script's plan, steps and stand-ins (studies/gpu_lend_*.py)."""
+    return tuple(_module(f"gpu_lend_{part}") for part in ("plan", "steps", "standins"))
 
 
 def _plan(capsys, shared_data, out: Path, *flags: str) -> tuple[int, dict[str, float], str]:
@@ -70,10 +75,10 @@ def test_a_lends_measurements_size_the_next_plan(tmp_path, shared_data, capsys):
         {"jobs": 4, "examples_per_second": 300.0}, {"jobs": 8, "examples_per_second": 310.0}]}))
     (tmp_path / "calibration.json").write_text(json.dumps({"device": "cuda", "forward_rate": 40000.0,
                                                           "process_start": 4.0, "warm_up": 12.0}))
-    gpu_lend = _module()
-    costs = gpu_lend.load_costs(tmp_path)
+    plan, steps, standins = _modules()
+    costs = plan.load_costs(tmp_path)
     assert costs.forward_rate == 40000.0 and costs.speedup[4] == 3.0 and costs.basis["warm_up"] == "measured on cuda"
-    assert gpu_lend.jobs_and_speedup(costs, None) == (4, 3.0)  # the fewest jobs within 90% of the best
+    assert plan.jobs_and_speedup(costs, None) == (4, 3.0)  # the fewest jobs within 90% of the best
     code, rows, text = _plan(capsys, shared_data, tmp_path)
     assert code == 0 and rows["total"] <= 600
     size = int(text.split("claims' training size: ")[1].split()[0])
@@ -87,18 +92,18 @@ def test_a_lends_measurements_size_the_next_plan(tmp_path, shared_data, capsys):
 def test_the_claims_are_sized_by_their_schedule_not_their_total_work():
     """The 2026-12-04 lend sized 10 jobs on 8 slots by total work over the speed-up; the ninth, started when a fast
     job ended, outran the limit. The plan now plays the schedule: a job waiting for a slot ends later."""
-    gpu_lend = _module()
+    plan, steps, standins = _modules()
     curve = {1: 1.0, 2: 1.69, 4: 3.23, 8: 4.49}  # that lend's probe
-    assert gpu_lend.shared_speedup(curve, 6) == pytest.approx(3.23 + (4.49 - 3.23) / 2)
-    assert gpu_lend.shared_speedup(curve, 10) == 4.49 and gpu_lend.shared_speedup({1: 1.0}, 5) == 1.0
-    assert gpu_lend.makespan([10.0, 10.0], 1, {1: 1.0}) == 20.0
-    assert gpu_lend.makespan([10.0, 10.0], 2, {2: 2.0}) == pytest.approx(10.0)
-    assert gpu_lend.makespan([10.0, 10.0], 2, {1: 1.0}) == pytest.approx(20.0)  # unmeasured: sharing gains nothing
+    assert plan.shared_speedup(curve, 6) == pytest.approx(3.23 + (4.49 - 3.23) / 2)
+    assert plan.shared_speedup(curve, 10) == 4.49 and plan.shared_speedup({1: 1.0}, 5) == 1.0
+    assert plan.makespan([10.0, 10.0], 1, {1: 1.0}) == 20.0
+    assert plan.makespan([10.0, 10.0], 2, {2: 2.0}) == pytest.approx(10.0)
+    assert plan.makespan([10.0, 10.0], 2, {1: 1.0}) == pytest.approx(20.0)  # unmeasured: sharing gains nothing
     # nine equal jobs on eight perfectly scaling slots: total work over the speed-up says 112.5 s, the schedule 200 s
-    assert gpu_lend.makespan([100.0] * 9, 8, {8: 8.0}) == pytest.approx(200.0)
+    assert plan.makespan([100.0] * 9, 8, {8: 8.0}) == pytest.approx(200.0)
     # the lend's mix at its size: 5 IM-BERT (slowest first per seed) and 5 BERT jobs on 8 slots
     alone = [280.0, 100.0] * 5
-    assert gpu_lend.makespan(alone, 8, curve) > sum(alone) / 4.49 + 100
+    assert plan.makespan(alone, 8, curve) > sum(alone) / 4.49 + 100
 
 
 def _lend(tmp_path: Path, tiny_data: Path, tiny_backbone: Path, cut: Path, *flags: str) -> str:
@@ -160,45 +165,45 @@ def test_the_textattack_step_compares_both_attacks_on_the_subset_through_the_att
     """Not in the pack, so not in the run above (TextAttack's import alone takes a minute here): its wiring."""
     from robench.bench import attack as bench
 
-    gpu_lend, asked = _module(), []
+    (plan, steps, _), asked = _modules(), []
     monkeypatch.setattr(bench, "compare_attacks", lambda options, settings, console: asked.append(options))
-    protocol = gpu_lend.PROTOCOLS["tiny"]
-    gpu_lend.textattack_step(protocol, gpu_lend.Paths(tmp_path, tmp_path, None, None), "cpu")
-    whole = bench.specs(gpu_lend.attack_options(protocol, "cpu", 4), "hub")[bench.ROBENCH]
+    protocol = plan.PROTOCOLS["tiny"]
+    steps.textattack_step(protocol, plan.Paths(tmp_path, tmp_path, None, None), "cpu")
+    whole = bench.specs(steps.attack_options(protocol, "cpu", 4), "hub")[bench.ROBENCH]
     subset = bench.specs(asked[0], "hub")[bench.ROBENCH]
     assert asked[0].examples == protocol.textattack_examples
     assert dataclasses.replace(subset, eval_size=whole.eval_size) == whole  # the same victim and attack
 
 
 def test_an_attack_step_cut_off_after_the_whole_split_measures_only_what_is_missing(tmp_path, monkeypatch):
-    gpu_lend, called = _module(), []
+    (plan, steps, _), called = _modules(), []
 
     def whole_split(protocol, options, settings, device, target):
         called.append(("whole", options.examples))
         return {"warm_up": 7.0, "forward_rate": 100.0}
 
-    monkeypatch.setattr(gpu_lend, "attack_whole_split", whole_split)
-    monkeypatch.setattr(gpu_lend, "calibrate", lambda *args: called.append("calibrate") or {"bert": {}})
-    paths = gpu_lend.Paths(tmp_path / "out", tmp_path / "cache", None, None)
-    protocol = gpu_lend.PROTOCOLS["tiny"]
-    gpu_lend.attack_step(protocol, paths, "cpu")  # cut off after this, before the state said "done"
+    monkeypatch.setattr(steps, "attack_whole_split", whole_split)
+    monkeypatch.setattr(steps, "calibrate", lambda *args: called.append("calibrate") or {"bert": {}})
+    paths = plan.Paths(tmp_path / "out", tmp_path / "cache", None, None)
+    protocol = plan.PROTOCOLS["tiny"]
+    steps.attack_step(protocol, paths, "cpu")  # cut off after this, before the state said "done"
     (paths.out / "bench").mkdir(parents=True)
     (paths.out / "bench" / "attack-sst2-4-robench.md").write_text("the whole split's table\n")
-    gpu_lend.attack_step(protocol, paths, "cpu")  # the next lend
+    steps.attack_step(protocol, paths, "cpu")  # the next lend
     assert called == [("whole", 4), "calibrate", "calibrate"]
     measured = json.loads((paths.out / "calibration.json").read_text())
     assert measured["warm_up"] == 7.0 and measured["forward_rate"] == 100.0 and measured["calibrations"] == {"bert": {}}
 
 
 def test_jobs_still_running_at_the_deadline_are_stopped_and_the_rest_not_started(tmp_path):
-    gpu_lend = _module()
+    plan, steps, standins = _modules()
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
-    jobs = [gpu_lend.Job("quick", [sys.executable, "-c", "print('done')"]), gpu_lend.Job("slow", sleep),
-            gpu_lend.Job("queued", sleep)]
+    jobs = [steps.Job("quick", [sys.executable, "-c", "print('done')"]), steps.Job("slow", sleep),
+            steps.Job("queued", sleep)]
     import time
 
     start = time.monotonic()
-    gpu_lend.run_jobs(jobs, 1, start + 3, tmp_path / "logs")  # the quick job takes ~0.05 s, the slow 60 s
+    steps.run_jobs(jobs, 1, start + 3, tmp_path / "logs")  # the quick job takes ~0.05 s, the slow 60 s
     assert time.monotonic() - start < 30
     quick, slow, queued = jobs
     assert quick.returncode == 0 and not quick.killed and (tmp_path / "logs" / "quick.log").read_text() == "done\n"
@@ -207,10 +212,10 @@ def test_jobs_still_running_at_the_deadline_are_stopped_and_the_rest_not_started
 
 
 def test_stand_ins_import_and_subclass_but_fail_on_use_even_when_the_use_is_swallowed():
-    gpu_lend = _module()
+    plan, steps, standins = _modules()
     assert "tabnanny" not in sys.modules  # installed (the standard library's), not imported yet
-    with pytest.raises(gpu_lend.LendError, match="used packages that were not carried: tabnanny.data.Sentence"):
-        with gpu_lend.standing_in(("tabnanny",)):
+    with pytest.raises(plan.LendError, match="used packages that were not carried: tabnanny.data.Sentence"):
+        with standins.standing_in(("tabnanny",)):
             import tabnanny
             from tabnanny.data import Sentence
 
@@ -218,7 +223,7 @@ def test_stand_ins_import_and_subclass_but_fail_on_use_even_when_the_use_is_swal
                 pass
 
             assert not hasattr(tabnanny, "check") or not callable(getattr(tabnanny.check, "__code__", None))
-            with pytest.raises(gpu_lend.LendError, match="tabnanny.data.Sentence was called"):
+            with pytest.raises(plan.LendError, match="tabnanny.data.Sentence was called"):
                 Sentence("a text")
             try:
                 Sentence("swallowed")
@@ -238,11 +243,10 @@ def test_a_cut_that_lacks_words_textattack_splits_the_dev_split_into_is_refused(
     import types
 
     from robench.attacks.textattack import compat
-
     from robench.core.paths import resolve_settings
     from robench.engine.words import split_words
 
-    gpu_lend = _module()
+    plan, steps, standins = _modules()
     monkeypatch.setenv("ROBENCH_LEXICON_CUT", str(lexicon_cut))
     monkeypatch.setattr(compat, "load_textattack", lambda settings: None)  # TextAttack's import takes a minute here
     utils = types.ModuleType("textattack.shared.utils")
@@ -251,12 +255,12 @@ def test_a_cut_that_lacks_words_textattack_splits_the_dev_split_into_is_refused(
                          ("textattack.shared.utils", utils)):
         monkeypatch.setitem(sys.modules, name, module)
     settings = resolve_settings(tiny_data, tmp_path / "cache", tmp_path / "out")
-    protocol = gpu_lend.PROTOCOLS["tiny"]
+    protocol = plan.PROTOCOLS["tiny"]
     utils.words_from_text = split_words  # the words the cut was made of: accepted
-    gpu_lend.check_cut_covers_textattack(protocol, settings)
+    steps.check_cut_covers_textattack(protocol, settings)
     utils.words_from_text = lambda text: [w + "zz" for w in split_words(text)]
-    with pytest.raises(gpu_lend.LendError, match="lacks .* words TextAttack splits the dev split into"):
-        gpu_lend.check_cut_covers_textattack(protocol, settings)
+    with pytest.raises(plan.LendError, match="lacks .* words TextAttack splits the dev split into"):
+        steps.check_cut_covers_textattack(protocol, settings)
 
 
 def test_the_claim_verdict_tests_the_claimed_size():
@@ -274,5 +278,5 @@ def test_the_claim_verdict_tests_the_claimed_size():
 
     c = SimpleNamespace(verdict="not distinguishable from the baseline", adjusted_p=0.125, test=PairedTest(),
                         difference=SimpleNamespace(value=0.027), setting=SimpleNamespace(spec={"model": "imbert"}))
-    assert _module()._claim_verdict([c]) == {id(c): "IM-BERT, AdvGLUE-sst2, +8.3 points: refuted"}
+    assert _module("gpu_lend_summary")._claim_verdict([c]) == {id(c): "IM-BERT, AdvGLUE-sst2, +8.3 points: refuted"}
     assert asked == [pytest.approx(0.083)]

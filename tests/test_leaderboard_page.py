@@ -329,7 +329,7 @@ def test_output_writes_outside_the_results_directory_and_run_pages_only_when_ask
 
 
 def test_scatter_labels_never_collide_even_when_every_point_is_in_one_spot():
-    from robench.report.leaderboard_page import Text, overlaps, place_labels, text_box
+    from robench.report.svg import Text, overlaps, place_labels, text_box
 
     fixed = [Text(100, 20, "a title", "title", "middle")]
     points = [(200 + (i % 3), 150 + (i % 2), f"imbert im_layers=0,{i}", str(i + 1)) for i in range(12)]
@@ -345,7 +345,7 @@ def test_scatter_labels_never_collide_even_when_every_point_is_in_one_spot():
 def test_a_cell_marks_exactly_the_verdict_the_statistics_gave():
     """The mark comes from the verdict itself, not from words found in it: a verdict that only mentions
     "more robust" (or any text the statistics never give) is no "more robust" mark."""
-    from robench.report.leaderboard_page import verdict
+    from robench.report.leaderboard_cells import verdict
     from robench.report.stats import INSUFFICIENT, LESS_ROBUST, MORE_ROBUST, NOT_DISTINGUISHABLE
 
     def mark(said, diff=0.02):

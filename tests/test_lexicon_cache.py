@@ -29,7 +29,7 @@ def test_the_cached_relations_are_the_built_ones_and_need_no_wordnet(settings, c
     for field in ("synonyms", "antonyms", "indirect_antonyms", "sense_rank", "info"):
         assert getattr(cached, field) == getattr(built, field), field
 
-    reader = lexicon_module._wordnet(settings)  # NLTK's own morphy on the same words
+    reader = lexicon_module.wordnet_reader(settings)  # NLTK's own morphy on the same words
     words = sorted(set(json.loads((settings.data_dir / lexicon_module.ALZANTOT_FILE).read_text()))
                    | {form for pos in "nvar" for form in reader._exception_map[pos]})
     words = [w for w in words if w.isascii() and w.isalpha()]

@@ -9,6 +9,7 @@ import pytest
 from test_attacks import fake_textfooler_resources, make_ctx, new_victim, tiny_model  # noqa: F401, F811 - the fixture
 
 from robench.engine.constraints import Constraint, Swap
+from robench.engine.fluency import Fluency
 from robench.engine.inflection import inflect_like
 from robench.engine.natural import FixedPhrases, GrammarCheck, Inflection, NaturalFilters, natural_constraints
 from robench.engine.words import Words
@@ -105,6 +106,18 @@ def test_grammar_check_rejects_swaps_that_add_lints_and_caches_windows():
     assert grammar.filter(broken, broken, [Swap(3, "good"), Swap(3, "xqz")]) == [Swap(3, "good")]
 
 
+class FlatLM:
+    """A fake language model: every text has log-probability 0 (every swap passes); named like the real one."""
+
+    class source:  # noqa: N801 - an attribute holder like LMSource
+        @staticmethod
+        def describe():
+            return {"name": "flat"}
+
+    def log_probs(self, texts):
+        return [0.0] * len(texts)
+
+
 def test_natural_setting_runs_its_filters_in_textfooler(tiny_model, settings):  # noqa: F811 - the fixture
     from robench.attacks.textfooler import RECIPE, TextFoolerParams, describe
 
@@ -113,12 +126,13 @@ def test_natural_setting_runs_its_filters_in_textfooler(tiny_model, settings):  
     fixed = FixedPhrases(frozenset(), frozenset(), lambda w: set())
     natural = NaturalFilters(fixed, Inflection(lambda ws: [penn.get(t, "XX") for t in tagger.tag(list(ws))]),
                              PassingSense(), GrammarCheck(FakeLinter()), {"grammar": "fake"})
-    res = dataclasses.replace(fake_textfooler_resources(), natural=natural)
+    res = dataclasses.replace(fake_textfooler_resources(), natural=natural, fluency=Fluency(1.5, FlatLM()))
     params = TextFoolerParams(budget="natural", window=5, similarity_threshold=0.5, encoder_threshold=0.5)
     composition = RECIPE.compose(params, res)
-    assert composition.constraints[-4:] == natural_constraints(natural)[:3] + [composition.constraints[-1]]
-    assert isinstance(composition.constraints[-1], GrammarCheck)
+    assert composition.constraints[-5:-1] == natural_constraints(natural)[:3] + [composition.constraints[-2]]
+    assert isinstance(composition.constraints[-2], GrammarCheck) and composition.fluency is res.fluency
     assert describe(params, res)["natural"] == {"grammar": "fake"}
+    assert describe(params, res)["fluency"]["max_drop"] == 1.5 == params.fluency_max_drop
     assert describe(TextFoolerParams(), fake_textfooler_resources())["natural"] is None
     assert natural_constraints(None) == []
     results = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 8), params, res)
@@ -198,9 +212,10 @@ def test_natural_without_its_inputs_fails_before_training(settings, tiny_backbon
 
 def test_natural_setting_runs_its_filters_in_bert_attack(tiny_backbone, tiny_model, settings):  # noqa: F811
     import torch
-    from robench.attacks.bert_attack import RECIPE, BertAttackParams, BertAttackResources, describe
     from test_attacks import FakeEncoder
     from transformers import AutoTokenizer, BertForMaskedLM
+
+    from robench.attacks.bert_attack import RECIPE, BertAttackParams, BertAttackResources, describe
 
     torch.manual_seed(0)
     mlm = type("MLM", (), {"model": BertForMaskedLM.from_pretrained(tiny_backbone),
@@ -211,9 +226,42 @@ def test_natural_setting_runs_its_filters_in_bert_attack(tiny_backbone, tiny_mod
     params = BertAttackParams(budget="natural", k=8, concurrency=8, valid_synonyms=False, min_cos=-1.0,
                               encoder_threshold=0.5)
     res = BertAttackResources(frozenset({"a", "the", "and", "of", "it", "s", "is"}), mlm, FakeEncoder(),
-                              natural=natural)
-    assert RECIPE.compose(params, res).constraints[-4:] == natural_constraints(natural)[:3] + [
-        RECIPE.compose(params, res).constraints[-1]]
+                              natural=natural, fluency=Fluency(1.5, FlatLM()))
+    composition = RECIPE.compose(params, res)
+    assert composition.constraints[-5:-1] == natural_constraints(natural)[:3] + [composition.constraints[-2]]
+    assert composition.fluency is res.fluency
     assert describe(params, res)["natural"] == {"grammar": "fake"}
     results = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 8), params, res)
     assert len(results) == 8 and not [r for r in results if r.status == "error"]
+
+
+class OddSense(Constraint):
+    """A stand-in sense filter that rejects swaps to words of odd length (deterministic); `deferred` as asked."""
+
+    def __init__(self, deferred: bool) -> None:
+        self.deferred, self.asked = deferred, 0
+
+    def filter(self, current, original, swaps):
+        self.asked += len(swaps)
+        return [s for s in swaps if len(s.word) % 2 == 0]
+
+
+def test_deferred_filters_choose_the_texts_filtering_first_would(tiny_model, settings):  # noqa: F811
+    """The sense filter and the grammar check asked only about the candidates the search would take give the same
+    adversarial texts as filtering every candidate first, and are asked about fewer swaps."""
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams
+
+    outcomes, asked = [], []
+    for deferred in (False, True):
+        sense, grammar = OddSense(deferred), GrammarCheck(FakeLinter())
+        grammar.deferred = deferred
+        natural = NaturalFilters(FixedPhrases(frozenset(), frozenset(), lambda w: set()),
+                                 Inflection(lambda ws: ["NN"] * len(ws)), sense, grammar, {"grammar": "fake"})
+        res = dataclasses.replace(fake_textfooler_resources(), natural=natural, fluency=Fluency(1.5, FlatLM()))
+        params = TextFoolerParams(budget="natural", window=5, similarity_threshold=0.5, encoder_threshold=0.5,
+                                  min_cos=-1.0)
+        results = RECIPE.attack_with(make_ctx(settings, new_victim(tiny_model), 12), params, res)
+        outcomes.append([(r.status, r.perturbed_text) for r in results])
+        asked.append(sense.asked)
+    assert outcomes[0] == outcomes[1] and any(s == "successful" for s, _ in outcomes[0])
+    assert asked[1] < asked[0]

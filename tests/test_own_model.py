@@ -46,7 +46,7 @@ def _dev_accuracy(checkpoint: Path, settings) -> float:
     """The saved classifier's accuracy on the tiny SST-2 dev split, computed here, independently of the run."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split
 
     dev = load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local")
@@ -83,8 +83,8 @@ def test_checkpoint_saved_with_save_pretrained_is_attacked_without_training(caps
 
 
 def test_different_weights_at_the_same_path_never_share_a_run_id(settings, tiny_backbone, tmp_path):
+    from robench.runs.given import checkpoint_fields
     from robench.runs.spec import RunSpec
-    from robench.training.given import checkpoint_fields
 
     path = tmp_path / "model"
     ids = []
@@ -141,8 +141,8 @@ def test_label_map_without_checkpoint_and_missing_checkpoint(capsys, where, tmp_
 
 
 def test_outputs_are_reordered_into_the_tasks_label_order(settings, tiny_backbone, tmp_path):
-    from robench.core.registry import TASKS
-    from robench.training.given import checkpoint_label_order, load_victim
+    from robench.data import TASKS
+    from robench.runs.given import checkpoint_label_order, load_victim
 
     sst2 = TASKS.get("sst2")
     straight = save_classifier(tiny_backbone, tmp_path / "a", {0: "negative", 1: "positive"})
@@ -307,7 +307,7 @@ def test_evaluate_uses_or_refuses_every_argument_for_a_path(settings, tiny_backb
 
     from transformers import AutoTokenizer
 
-    from robench.training import given
+    from robench.runs import given
 
     ckpt = save_classifier(tiny_backbone, tmp_path / "saved", {0: "negative", 1: "positive"})
     common = dict(task="sst2", attack="advglue", eval_size=8, settings=settings, device="cpu")
@@ -419,7 +419,7 @@ def test_csv_tsv_jsonl_and_parquet_files_read_the_same_rows(tmp_path):
 def test_a_hub_id_is_fetched_and_recorded_by_its_id(settings, tiny_backbone, tmp_path, monkeypatch):
     import huggingface_hub
 
-    from robench.training.given import checkpoint_fields
+    from robench.runs.given import checkpoint_fields
 
     snapshot = save_classifier(tiny_backbone, tmp_path / "snapshot", {0: "negative", 1: "positive"})
     asked = []

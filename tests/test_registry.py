@@ -1,7 +1,8 @@
 import pytest
 
 from robench.core.errors import RobenchError
-from robench.core.registry import TASKS, Registry
+from robench.core.registry import Registry
+from robench.data import TASKS
 from robench.engine.attack import ATTACKS
 from robench.training.defense import MODELS
 
@@ -96,7 +97,7 @@ def test_looking_up_names_and_parsing_arguments_import_no_torch():
 import sys
 from robench.engine.attack import ATTACKS
 from robench.training.defense import MODELS
-from robench.core.registry import TASKS
+from robench.data import TASKS
 assert "imbert" in MODELS and "textfooler" in ATTACKS.names() and MODELS.get("bert").name == "bert"
 TASKS.get("sst2")
 try:

@@ -620,7 +620,8 @@ def test_binary_grid_config(capsys, settings, tmp_path):
 def test_leaderboard_page_never_links_outside(settings, tiny_backbone, tmp_path, run_id):
     import re
 
-    from robench.report.leaderboard_page import record_href, write_html
+    from robench.report.leaderboard_cells import record_href
+    from robench.report.leaderboard_page import write_html
 
     record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     path = settings.runs_dir / f"{record.run_id}.json"

@@ -109,7 +109,7 @@ def test_a_model_that_fails_mid_run_writes_no_record_and_a_healthy_rerun_is_scor
 
 def test_a_model_failure_stops_the_attack_engine_instead_of_becoming_error_rows(settings):
     from robench.classifier.victim import CallableVictim, ModelFailure
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split
     from robench.engine.attack import AttackContext
     from robench.engine.scheduler import EngineConfig, Outcome, Request, attack_examples

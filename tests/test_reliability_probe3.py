@@ -316,8 +316,8 @@ def test_a_broken_json_line_is_named_by_its_line_number(tmp_path):
 
 
 def test_labels_with_commas_have_a_label_map_that_works(tiny_backbone):
-    from robench.data.tasks import TASKS
-    from robench.training.given import label_order, parse_label_map
+    from robench.data import TASKS
+    from robench.runs.given import label_order, parse_label_map
 
     assert parse_label_map("0=good, really,1=bad") == {0: "good, really", 1: "bad"}
     task = dataclasses.replace(TASKS.get("sst2"), label_names=("bad, sadly", "good, really"))
@@ -368,8 +368,8 @@ def test_compare_says_when_models_share_no_examples(capsys, settings, tmp_path, 
 
 def test_a_long_lived_process_reads_a_changed_data_file_again(settings, tmp_path):
     from robench.core.paths import resolve_settings
+    from robench.data import TASKS
     from robench.data.loading import load_split
-    from robench.data.tasks import TASKS
     from robench.runs.resolve import resolve_run
 
     private = tmp_path / "data"
@@ -422,8 +422,8 @@ def _file_hash(settings, tmp_path, backbone):
 
 
 def _split_memo(settings, tmp_path, backbone):
+    from robench.data import TASKS
     from robench.data.loading import load_split
-    from robench.data.tasks import TASKS
 
     return settings.data_dir / "sst2" / "dev.tsv", \
         lambda: tuple(load_split(TASKS.get("sst2"), "eval", settings.data_dir, "local")["sentence"])
@@ -463,7 +463,7 @@ def _analysis_id(settings, tmp_path, backbone):
 
 
 def _given_checkpoint(settings, tmp_path, backbone):
-    from robench.training.given import checkpoint_fields
+    from robench.runs.given import checkpoint_fields
 
     clf = _classifier(backbone, tmp_path / "clf")
     return clf / "model.safetensors", lambda: checkpoint_fields(str(clf), cache_dir=settings.cache_dir)["checkpoint"]

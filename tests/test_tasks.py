@@ -3,7 +3,7 @@ import json
 import pytest
 
 from robench.core.errors import RobenchError
-from robench.core.registry import TASKS
+from robench.data import TASKS
 from robench.data.loading import column, load_advglue, load_split, subset, texts_of
 
 

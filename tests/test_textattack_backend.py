@@ -151,9 +151,10 @@ def _window_constraint(ta):
 def test_table_swaps_replace_exactly_one_word(ta):
     """Punctuation ("," "--") and multi-word ("e.g.") entries are dropped, so every swap replaces one word by one
     word: the window constraint always finds the modified index (a deletion leaves it none: StopIteration)."""
-    from robench.attacks.textattack.adapters import table_embedding
     from textattack.shared import AttackedText
     from textattack.transformations import WordSwapEmbedding
+
+    from robench.attacks.textattack.adapters import table_embedding
 
     emb = table_embedding(WORDS, _vectors(len(WORDS)), NN)
     assert sorted(emb._word2index) == ["bad", "fine", "good", "great", "nice"]
@@ -166,9 +167,10 @@ def test_table_swaps_replace_exactly_one_word(ta):
 
 
 def test_filtered_vocabulary_keeps_the_window_working(ta):
-    from robench.attacks.textattack.adapters import table_embedding
     from textattack.shared import AttackedText
     from textattack.transformations import WordSwapEmbedding
+
+    from robench.attacks.textattack.adapters import table_embedding
 
     text = AttackedText("a good film .")
     swaps = WordSwapEmbedding(max_candidates=5, embedding=table_embedding(WORDS, _vectors(len(WORDS)), NN))(
@@ -180,10 +182,10 @@ def test_filtered_vocabulary_keeps_the_window_working(ta):
 
 def test_encoder_constraint_uses_the_encoder_and_its_threshold_mapping(ta, monkeypatch):
     """A USE constraint becomes the robench encoder with the mapped threshold, same metric and window."""
-    from robench.attacks.textattack.recipes import TextAttackParams, TextAttackSpec, encoder_constraint, load_resources
     from textattack.constraints.semantics.sentence_encoders import UniversalSentenceEncoder
 
     import robench.engine.resources as resources
+    from robench.attacks.textattack.recipes import TextAttackParams, TextAttackSpec, encoder_constraint, load_resources
 
     class Mapped(_Encoder):
         def threshold_for(self, paper: float, metric: str) -> float:
@@ -208,10 +210,11 @@ def test_encoder_constraint_uses_the_encoder_and_its_threshold_mapping(ta, monke
 
 def test_neighbour_lists_without_vectors(ta):
     """robench's "neighbors" source has no vectors: listed neighbours have cosine 1.0, others 0.0."""
-    from robench.attacks.textattack.adapters import table_embedding
     from textattack.constraints.semantics import WordEmbeddingDistance
     from textattack.shared import AttackedText
     from textattack.transformations import WordSwapEmbedding
+
+    from robench.attacks.textattack.adapters import table_embedding
 
     emb = table_embedding(WORDS, None, NN)
     good, great, bad = (emb.word2index(w) for w in ("good", "great", "bad"))
@@ -237,8 +240,7 @@ def test_check_refuses_other_textattack_versions(settings, monkeypatch):
     """The backend patches TextAttack 0.3.11: any other installed version fails the check, naming both."""
     from robench.attacks.textattack import compat
     from robench.attacks.textattack.recipes import TextAttackParams
-
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.engine.attack import ATTACKS
 
     recipe, task = ATTACKS.get("textattack:pruthi"), TASKS.get("sst2")
@@ -296,7 +298,6 @@ def _goal_result(ta, text, probs, status, queries=0, label=1):
 
 
 def test_result_mapping(ta):
-    from robench.attacks.textattack.results import to_example_result
     from textattack.attack_results import (
         FailedAttackResult,
         MaximizedAttackResult,
@@ -305,6 +306,8 @@ def test_result_mapping(ta):
     )
     from textattack.goal_function_results import GoalFunctionResultStatus as S
     from textattack.shared import AttackedText
+
+    from robench.attacks.textattack.results import to_example_result
 
     pair = OrderedDict(premise="the cat sat .", hypothesis="a good cat")
     orig = AttackedText(pair)

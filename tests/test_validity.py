@@ -224,7 +224,6 @@ BA_TABLE = [[], ["film", "movies", "book"], [], ["bad", "worse", "awful", "decen
 @pytest.mark.integration  # the real lexicon: its relations built from the lists and WordNet
 def test_bert_attack_never_proposes_a_listed_antonym(settings):
     from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, compose
-
     from robench.engine.resources.lexicon import lexicon
 
     lex = lexicon(settings)
@@ -243,7 +242,6 @@ def test_bert_attack_keeps_only_valid_synonyms(settings, small_lexicon):
     """The default: an MLM candidate is swapped in only if it is one of the word's listed synonyms, in the
     word's part of speech in context (TextFooler's test); the unrelated MLM words never reach the victim."""
     from robench.attacks.bert_attack import BertAttackParams, BertAttackResources, compose
-
     from robench.engine import resources
     from robench.engine.constraints import WordNetPos
     from robench.engine.resources.lexicon import lexicon
@@ -287,9 +285,9 @@ def test_lazy_similarity_gives_the_straightforward_result_with_the_lexicon_sourc
                                                                                    settings, wordnet_pos):
     """The lazy-versus-eager equivalence (tests/test_attacks.py) with the default source's real candidates, with
     and without the part-of-speech-in-context check."""
-    from robench.attacks.textfooler import RECIPE, TextFoolerParams, TextFoolerResources
     from test_attacks import FakeEncoder, FakeTagger, make_ctx, new_victim
 
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams, TextFoolerResources
     from robench.engine.constraints import WordNetPos
     from robench.engine.resources.lexicon import lexicon
 
@@ -369,8 +367,9 @@ class FakeContext:
 
 
 def test_min_context_cos_drops_every_candidate_below_it(tiny_model, settings):  # noqa: F811
-    from robench.attacks.textfooler import RECIPE, TextFoolerParams
     from test_attacks import fake_textfooler_resources, make_ctx, new_victim
+
+    from robench.attacks.textfooler import RECIPE, TextFoolerParams
 
     def run(threshold):
         res = fake_textfooler_resources()

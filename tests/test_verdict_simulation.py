@@ -1,5 +1,5 @@
 """The verdict rule holds its size, its family-wise error and its printed power under the model fitted to the
-reference records (robench.report.verdict_simulation, docs/studies/statistics.md "Calibration"): simulated pairs, and
+reference records (studies/verdict_simulation.py, docs/studies/statistics.md "Calibration"): simulated pairs, and
 families of 25 comparisons with one shared baseline, of equally robust models, and pairs one printed "detectable"
 apart."""
 from dataclasses import asdict
@@ -7,19 +7,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from study_scripts import load_study
 
 from robench.core.packed import unpack
 from robench.report.stats import INSUFFICIENT, MIN_SEEDS, paired_arrays, verdict
-from robench.report.verdict_simulation import (
-    FITTED,
-    detectable_power,
-    familywise_rate,
-    fit,
-    reference_outcomes,
-    rejection_rate,
-    sample,
-)
 
+simulation = load_study("verdict_simulation")
+FITTED, detectable_power, familywise_rate = simulation.FITTED, simulation.detectable_power, simulation.familywise_rate
+fit, reference_outcomes, rejection_rate, sample = (simulation.fit, simulation.reference_outcomes,
+                                                   simulation.rejection_rate, simulation.sample)
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu" / "reference-v2"  # packed
 # repetitions per cell: a 5% rate has a Monte-Carlo sd of 0.5 (2,000) or 0.7 points (1,000); the rule's size at
 # 4-10 seeds is 3.6-5.0% on this fit (docs/studies/statistics.md, 10,000 repetitions), so [2.5%, 7.5%] is 2 sd or

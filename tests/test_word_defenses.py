@@ -95,9 +95,8 @@ def small_lexicon_table(tmp_path_factory, tiny_data):
 
 def _a2t_with(table, monkeypatch, settings):
     """A2T's resources with `table` as its synonyms and a constant sentence encoder, patched in."""
-    from robench.models import a2t
-
     from robench.engine import resources
+    from robench.models import a2t
 
     res = a2t.A2TResources(resources.stopwords(settings), resources.pos_tagger(settings), table, _ConstantEncoder())
     monkeypatch.setattr(a2t, "load_resources", lambda params, settings, device: res)
@@ -119,7 +118,7 @@ def a2t_random_resources(monkeypatch, settings, tiny_train_table):
 def _a2t_objective(tiny_backbone, settings, **overrides):
     from transformers import AutoTokenizer
 
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split
     from robench.training.config import TrainConfig
     from robench.training.loop import training_context
@@ -150,7 +149,6 @@ def _fit(model, objective, epochs: int = 8) -> None:
 
 def test_a2t_schedule_clean_epochs_first_then_adversarial(settings):
     from robench.models.a2t import A2TParams
-
     from robench.training.config import TrainConfig
 
     p = A2TParams(a2t_clean_epochs=1, a2t_attack_interval=2)
@@ -170,11 +168,11 @@ def test_a2t_schedule_clean_epochs_first_then_adversarial(settings):
 @pytest.mark.integration  # its swaps checked against the real lexicon (lists and WordNet)
 def test_a2t_training_examples_pass_the_validity_audit(tiny_backbone, settings, a2t_resources):
     import numpy as np
-    from robench.models.a2t import WEIGHT, changed_words
 
     from robench.engine.audit import classify
     from robench.engine.resources.lexicon import lexicon
     from robench.engine.substitution import modification_limit
+    from robench.models.a2t import WEIGHT, changed_words
 
     # the small table has few neighbours at the paper's k = 20, cos >= 0.8: widen them so that some attacks succeed
     model, objective = _a2t_objective(tiny_backbone, settings, a2t_adv_fraction=1.0, a2t_concurrency=16,
@@ -217,11 +215,10 @@ def test_a2t_training_examples_pass_the_validity_audit(tiny_backbone, settings, 
 def test_a2t_with_textfoolers_search_at_textdefenders_budget(tiny_backbone, settings, a2t_resources):
     import math
 
-    from robench.models.a2t import changed_words
-
     from robench.engine.audit import classify
     from robench.engine.resources.lexicon import lexicon
     from robench.engine.words import Words
+    from robench.models.a2t import changed_words
 
     model, objective = _a2t_objective(tiny_backbone, settings, a2t_attack="textfooler", a2t_adv_fraction=1.0,
                                       a2t_k=50, a2t_min_cos=-1.0, a2t_max_rate=0.3, a2t_min_words=0,
@@ -291,9 +288,8 @@ def _toy_classifier(texts):
 
 
 def _smoothed(cap: int, samples: int = 400, cert_samples: int = 4000):
-    from robench.models.safer import PerturbationSets, SaferParams, SmoothedVictim
-
     from robench.classifier.victim import CallableVictim
+    from robench.models.safer import PerturbationSets, SaferParams, SmoothedVictim
 
     sets = PerturbationSets(_toy_table(), k=2, min_cos=0.5, cap=cap)
     params = SaferParams(safer_samples=samples, safer_cert_samples=cert_samples)
@@ -397,11 +393,11 @@ def test_safer_keeps_a_bounded_number_of_perturbation_sets(monkeypatch):
 
 
 def test_safer_checkpoint_round_trip_and_its_victim(tiny_backbone, tmp_path, settings, monkeypatch):
-    from robench.models import safer
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from robench.classifier.victim import Victim, defended
-    from robench.training.given import load_victim, register_architectures
+    from robench.models import safer
+    from robench.runs.given import load_victim, register_architectures
 
     table = _toy_table()
     monkeypatch.setattr(safer, "synonyms_of", lambda params, settings: table)
@@ -502,9 +498,8 @@ def test_bad_hyperparameters_are_clear_errors_before_training(settings, tiny_bac
 
 def test_step_cost_bench_times_training_and_defended_inference_side_by_side(settings, tiny_backbone, monkeypatch,
                                                                            capsys):
-    from robench.models import ascc, safer
-
     from robench.bench.defenses import DefensesOptions, step_cost
+    from robench.models import ascc, safer
 
     table = _toy_table()
     monkeypatch.setattr(safer, "synonyms_of", lambda params, settings: table)
@@ -525,8 +520,8 @@ def test_step_cost_bench_times_training_and_defended_inference_side_by_side(sett
 def test_the_estimate_knows_a2ts_training_attack_and_safers_votes_and_certificate(settings, tiny_backbone,
                                                                                  monkeypatch):
     from conftest import tiny_spec
-    from robench.models import a2t, safer
 
+    from robench.models import a2t, safer
     from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
     from robench.runs.spec import TrainConfig
@@ -553,9 +548,9 @@ def test_the_estimate_knows_a2ts_training_attack_and_safers_votes_and_certificat
 
 def test_a_safer_run_records_its_certified_accuracy_and_inner_forwards(settings, tiny_backbone, monkeypatch):
     from conftest import tiny_spec
-    from robench.models import safer
 
     import robench
+    from robench.models import safer
     from robench.report.leaderboard import aggregate, records_frame
 
     table = _toy_table()

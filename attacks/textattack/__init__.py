@@ -33,7 +33,6 @@ from robench.attacks.textattack.recipes import (
     describe,
     load_resources,
 )
-
 from robench.classifier.victim import ModelFailure, QueryBudgetExceeded, QueryCounter
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from robench.attacks.textattack.compat import installed_version, load_textattack, nltk_dir, offline_nltk
-
 from robench.core.errors import RobenchError
 from robench.core.params import bounded
 from robench.core.paths import Settings
@@ -181,8 +180,9 @@ def build_attack(spec: TextAttackSpec, victim, params: TextAttackParams, setting
                  res: OfflineResources) -> Built:
     """`<Recipe>.build(wrapper)` with robench's offline resources, then the adjustments."""
     textattack = load_textattack(settings)
-    from robench.attacks.textattack import adapters
     from textattack.shared import utils as ta_utils
+
+    from robench.attacks.textattack import adapters
 
     wrapper = adapters.VictimModelWrapper(victim, stock=params.model_wrapper == "huggingface")
     recipe = getattr(textattack.attack_recipes, spec.recipe)

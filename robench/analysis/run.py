@@ -19,11 +19,11 @@ from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 from robench.core.progress import progress_bar
 from robench.data.loading import load_split, subset, texts_of
+from robench.runs.given import load_victim
 from robench.runs.resolve import resolve_run, resolve_task
 from robench.runs.runner import train
 from robench.runs.spec import RunSpec
 from robench.runs.store import git_commit, now, package_versions
-from robench.training.given import load_victim
 
 
 def measure(spec: RunSpec, settings: Settings, config: AnalysisConfig, device: str, console) -> AnalysisRecord:

@@ -16,11 +16,10 @@ the same settings.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from robench.bench.options import AnalysisBenchOptions
 from robench.core.paths import Settings
 from robench.report.leaderboard import format_mean_std
 from robench.runs.spec import RunSpec
@@ -38,17 +37,6 @@ PAPER_DIRECTION: dict[str, tuple[str, int, bool]] = {
     "cka_mean": ("CKA to pre-trained (mean 1..L)", +1, False),
     "cka_last": ("CKA to pre-trained (last layer)", +1, False),
 }
-
-
-@dataclass(frozen=True)
-class AnalysisBenchOptions:
-    """What to analyse besides the runs (`robench bench analysis` flags of the same names)."""
-
-    baseline: str = "bert"  # the model the others are compared with
-    examples: int = 100  # eval examples per analysis
-    shuffles: int = 5  # word shuffles per example
-    out: Path | None = None  # the Markdown file (None: <results_dir>/analysis_bench.md)
-    device: str = "auto"
 
 
 def analysis_bench(runs: dict[str, list[RunSpec]], options: AnalysisBenchOptions, settings: Settings,

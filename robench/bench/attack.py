@@ -47,20 +47,18 @@ import io
 import os
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from robench.core.errors import RobenchError
+from robench.bench.options import ROBENCH, TEXTATTACK, AttackBenchOptions
 from robench.core.paths import Settings
 
 USE_THRESHOLD = 0.840845057  # TextFooler's USE threshold (angular), as in TextAttack's recipe
-ROBENCH, TEXTATTACK = "textfooler", "textattack:textfooler"
 STOCK = "textattack:textfooler (stock wrapper)"  # TextAttack as shipped: HuggingFaceModelWrapper, max-length padding
-RECIPES = ("textfooler", "bert-attack", "gradient-swap")  # robench recipes the bench profiles
 # The profile's rows: (label, parts of robench.engine.attack.Profile summed into it); model costs first.
 PROFILE_ROWS = (("victim forward", ("victim forward",)), ("masked LM (candidates)", ("mlm",)),
                 ("victim input gradients", ("victim gradient",)), ("sentence encoder", ("embed",)),
@@ -123,35 +121,6 @@ class Side:
         if not any(n in profile["seconds"] for n in names):
             return None  # a part this attack has not got (no MLM, no gradients)
         return sum(profile["seconds"].get(n, 0.0) for n in names)
-
-
-@dataclass(frozen=True)
-class AttackBenchOptions:
-    """The victim, the examples and the shared resources (`robench bench attack` flags of the same names)."""
-
-    examples: int = 200  # eval examples attacked
-    task: str = "sst2"  # a registered task, a task file (my_task.toml) or csv:FILE (tsv:, jsonl:, parquet:)
-    text_column: str | None = None  # with --task FORMAT:FILE (two comma-separated for sentence pairs)
-    label_column: str | None = None
-    labels: str | None = None  # with --task FORMAT:FILE: the label names, comma-separated
-    model: str = "bert"
-    backbone: str = "minilm"
-    train_size: int = 2000
-    epochs: int = 2
-    seed: int = 0
-    attack: str = ROBENCH  # the robench recipe: textfooler (beside TextAttack's), bert-attack or gradient-swap
-    synonym_source: str = "lexicon"  # robench.engine.resources.DEFAULT_SOURCE; or counterfitted-glove, neighbors
-    sentence_encoder: str = "minilm"  # minilm (calibrated thresholds) or use-m3
-    query_budget: int | None = None  # per example, both attacks
-    stock: bool = True  # also run TextAttack with its stock HuggingFaceModelWrapper (the slowest)
-    robench_params: dict[str, Any] = field(default_factory=dict)  # extra robench textfooler parameters
-    device: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.examples <= 0:
-            raise RobenchError("--examples must be positive")
-        if self.attack not in RECIPES:
-            raise RobenchError(f"--attack must be one of {', '.join(RECIPES)}, got {self.attack!r}")
 
 
 def specs(options: AttackBenchOptions, data_source: str, settings: Settings | None = None) -> dict[str, Any]:
@@ -315,13 +284,14 @@ def machine() -> str:
 
 def write(rows: list[list[str]], header: list[str], title: str, target: Path) -> tuple[Path, Path]:
     from robench.core.files import atomic_write
+    from robench.core.text import csv_name, markdown_cell
 
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(header)
-    writer.writerows(rows)
-    md = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    md += ["| " + " | ".join(row) + " |" for row in rows]
+    writer.writerow([csv_name(cell) for cell in header])
+    writer.writerows([csv_name(cell) for cell in row] for row in rows)
+    md = [f"### {title}", "", "| " + " | ".join(map(markdown_cell, header)) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(map(markdown_cell, row)) + " |" for row in rows]
     csv_path, md_path = target.with_suffix(".csv"), target.with_suffix(".md")
     atomic_write(csv_path, buf.getvalue())
     atomic_write(md_path, "\n".join(md) + "\n")
@@ -334,10 +304,11 @@ def compare_attacks(options: AttackBenchOptions, settings: Settings, console: Co
     from robench.classifier.device import pick_device
 
     device = str(pick_device(options.device))
+    from robench.runs.options import data_source
     from robench.runs.resolve import resolve_run
 
-    runs = {label: resolve_run(spec, settings)
-            for label, spec in specs(options, "local" if settings.data_dir is not None else "hub", settings).items()}
+    runs = {label: resolve_run(spec, settings) for label, spec in specs(options, data_source(None, settings),
+                                                                         settings).items()}
     first = next(iter(runs.values()))
     task = first.spec.task
     warm_up(first, device, console)

@@ -19,78 +19,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from robench.bench.options import DefensesOptions, SearchGrid
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.params import params_by_model
 from robench.core.paths import Settings
-from robench.report.leaderboard import aggregate, format_mean_std, records_frame
-from robench.runs.spec import RunSpec, TrainConfig
+from robench.report.leaderboard import aggregate, csv_text, format_mean_std, records_frame
+from robench.runs.spec import TrainConfig
 from robench.runs.store import now
 
 COLUMNS = [("dev_accuracy", "SST-2 dev acc (clean)", True), ("robust_accuracy", "AdvGLUE-sst2 acc", True),
            ("dev_minus_robust", "drop (dev − AdvGLUE)", True)]  # robench.report.leaderboard.derived_metrics
-
-
-@dataclass(frozen=True)
-class DefensesOptions:
-    """What to compare and how to train it (`robench bench defenses` flags of the same names)."""
-
-    models: tuple[str, ...] = ("bert", "imbert", "freelb", "smart")  # bert is the baseline
-    task: str = "sst2"  # a registered task, a task file (my_task.toml) or csv:FILE (tsv:, jsonl:, parquet:)
-    text_column: str | None = None  # with --task FORMAT:FILE (two comma-separated for sentence pairs)
-    label_column: str | None = None
-    labels: str | None = None  # with --task FORMAT:FILE: the label names, comma-separated
-    backbone: str = "minilm"
-    train_size: int = 4000
-    low_resource: int = 500  # the low-resource training subset; 0 skips it
-    low_resource_epochs: int = 0  # 0: as many optimisation steps as the full subset gets
-    seeds: tuple[int, ...] = (0, 1, 2)
-    epochs: int = 3
-    lr: float = 5e-5
-    batch_size: int = 32
-    max_length: int = 128
-    params: tuple[str, ...] = ()  # MODEL:KEY=VALUE or KEY=VALUE (robench.core.params.params_by_model)
-    data_source: str | None = None  # None: local when a data dir is set, else the hub
-    device: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.low_resource_epochs < 0:
-            raise RobenchError("--low-resource-epochs must be 0 (same number of steps) or positive")
-        for name in ("train_size", "epochs", "batch_size", "max_length"):
-            if getattr(self, name) <= 0:
-                raise RobenchError(f"--{name.replace('_', '-')} must be positive")
-
-    def epochs_for(self, size: int) -> int:
-        """Full subset: `epochs`. Low-resource subset: `low_resource_epochs`, or the same number of steps."""
-        if size == self.train_size:
-            return self.epochs
-        return self.low_resource_epochs or max(1, round(self.epochs * self.train_size / size))
-
-    def spec(self, settings: Settings, model: str, seed: int, size: int, params: dict[str, Any]) -> RunSpec:
-        from robench.runs.options import RunOptions, comma_list, specs
-
-        (made,) = specs(RunOptions(
-            task=self.task, text_column=comma_list(self.text_column), label_column=self.label_column,
-            labels=comma_list(self.labels), model=model, attack="advglue", backbone=self.backbone, seeds=(seed,),
-            train_size=size, eval_size="full", epochs=self.epochs_for(size), lr=self.lr, batch_size=self.batch_size,
-            max_length=self.max_length, model_params=params, data_source=self.data_source), settings)
-        return made
-
-
-@dataclass(frozen=True)
-class SearchGrid:
-    """IM-BERT's search space (`--grid-gamma`, `--grid-steps`, `--grid-layers`)."""
-
-    gamma: tuple[float, ...] = (0.005, 0.01, 0.02)
-    steps: tuple[int, ...] = (3, 5)
-    layers: tuple[str, ...] = ("all",)  # layer sets: all, or e.g. 0,1,2
 
 
 def compare_defenses(options: DefensesOptions, settings: Settings, console: Console | None) -> pd.DataFrame:
@@ -188,7 +132,7 @@ def rich_table(table: pd.DataFrame, title: str) -> Table:
 
 
 def write(settings: Settings, stem: str, table: pd.DataFrame, md: str) -> None:
-    atomic_write(settings.results_dir / f"{stem}.csv", table.to_csv(index=False, float_format="%.6f"))
+    atomic_write(settings.results_dir / f"{stem}.csv", csv_text(table))
     atomic_write(settings.results_dir / f"{stem}.md", md)
 
 
@@ -262,9 +206,10 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     from robench.classifier.backbone import load_tokenizer, resolve_backbone
     from robench.classifier.device import pick_device
     from robench.classifier.victim import Victim, defended
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, subset, texts_of
     from robench.runs.estimate import leave_one_out
+    from robench.runs.options import data_source
     from robench.training.defense import resolve_model
     from robench.training.loop import encode, train_step, training_context
     from robench.training.objective import Objective
@@ -275,7 +220,8 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     backbone = resolve_backbone(options.backbone)
     tokenizer = load_tokenizer(backbone.location)
     n = options.batch_size * (steps + 1)
-    data = subset(load_split(task, "train", settings.data_dir, options.data_source or "local"), n, options.seeds[0])
+    source = data_source(options.data_source, settings)
+    data = subset(load_split(task, "train", settings.data_dir, source), n, options.seeds[0])
     collate = DataCollatorWithPadding(tokenizer)
     features = encode(tokenizer, task, data, options.max_length)
     batches = [collate(features[i:i + options.batch_size]) for i in range(0, len(features), options.batch_size)]
@@ -305,7 +251,7 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     train_rows = sum(len(batch["input_ids"]) for batch in batches)
     passes_per_step = {name: count[0] / train_rows for name, count in rows.items()}
     # inference as attacks query each model (SAFER: its vote), on the same attack-shaped queries, round robin
-    dev = load_split(task, "eval", settings.data_dir, options.data_source or "local")
+    dev = load_split(task, "eval", settings.data_dir, source)
     sentences = texts_of(subset(dev, infer_sentences, options.seeds[0]), task)
     queries = [variant for text in sentences for variant in leave_one_out(text)]
     victims = {name: defended(Victim(objective.model.eval(), tokenizer, device, max_length=options.max_length),

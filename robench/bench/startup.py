@@ -26,17 +26,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from robench.bench.options import StartupBenchOptions
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
 
 CLI = [sys.executable, "-m", "robench.cli"]
-
-
-@dataclass(frozen=True)
-class StartupBenchOptions:
-    run_id: str | None = None  # a word-level run in `results_dir` to show (default: the first one found)
-    build_lexicon: bool = True  # also time building the lexicon's relations from scratch (about 40 s)
-    small_run: bool = True  # also time a small `robench run` (trains MiniLM on 64 examples: about a minute)
 
 
 @dataclass(frozen=True)

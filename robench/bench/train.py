@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from robench.bench.options import TrainBenchOptions
 from robench.core.paths import resolve_settings
 from robench.runs.spec import RunSpec, TrainConfig
 
@@ -32,7 +32,7 @@ def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
 
     from robench.classifier.backbone import load_tokenizer, resolve_backbone
     from robench.classifier.victim import Victim, accuracy
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import column, load_split, subset, texts_of
 
     task, backbone, cfg = TASKS.get(spec.task), resolve_backbone(spec.backbone), spec.train
@@ -58,20 +58,6 @@ def _hf_trainer(spec: RunSpec, settings, device) -> tuple[float, float]:
         seconds = time.perf_counter() - start
     victim = Victim(trainer.model, tokenizer, device, max_length=cfg.max_length)
     return seconds, accuracy(victim, texts_of(dev, task), column(dev, "label"))
-
-
-@dataclass(frozen=True)
-class TrainBenchOptions:
-    """The fine-tuning both trainers run (`robench bench train` flags of the same names)."""
-
-    task: str = "sst2"
-    backbone: str = "minilm"
-    train_size: int = 1000
-    epochs: int = 1
-    batch_size: int = 32
-    seed: int = 0
-    data_dir: str | None = None  # default: $ROBENCH_DATA_DIR
-    device: str = "auto"
 
 
 def compare_trainers(options: TrainBenchOptions) -> tuple[float, float]:

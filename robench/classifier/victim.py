@@ -182,6 +182,13 @@ class BaseVictim:
 
     def _probs(self, chunk: list[Text]) -> np.ndarray:
         """Probabilities of one batch in the task's label order; every model failure is a `ModelFailure`."""
+        probs = self.model_outputs(chunk)
+        return probs if self.label_order is None else probs[:, self.label_order]
+
+    def model_outputs(self, chunk: Sequence[Text]) -> np.ndarray:
+        """Probabilities of one batch in the model's own output order, not cached and charged to no query (a
+        victim that runs another victim's model itself, as SAFER's vote, calls it); every model failure, and a
+        non-finite output, is a `ModelFailure`."""
         self.forward_calls += 1
         began = time.perf_counter()
         try:
@@ -195,7 +202,7 @@ class BaseVictim:
         if not np.isfinite(probs).all():
             raise ModelFailure(f"the model returned non-finite probabilities (NaN or inf) for "
                                f"{int((~np.isfinite(probs).all(axis=1)).sum())} of {len(chunk)} inputs")
-        return probs if self.label_order is None else probs[:, self.label_order]
+        return probs
 
     def _lookup(self, texts: list[Text]) -> np.ndarray:
         if not texts:

@@ -1,7 +1,8 @@
 """`robench bench NAME`: benchmarks that print ratios measured side by side (one sub-command per benchmark).
 
-Each parser's flags map onto the benchmark's options dataclass (`robench.bench.*`): a flag left out
-is None here, so the dataclass default applies; the defaults live there, once.
+Each parser's flags map onto the benchmark's options dataclass (`robench.bench.options`): a flag left out
+is None here, so the dataclass default applies. The defaults live there, once: the help names them from there
+(`default`).
 """
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from robench.bench.options import (
+    AnalysisBenchOptions,
+    AttackBenchOptions,
+    DefensesOptions,
+    SearchGrid,
+    StartupBenchOptions,
+    TrainBenchOptions,
+)
 from robench.cli.common import add_common_args, add_spec_args, progress_console, settings_from_args, specs_from_args
 
 
@@ -21,10 +30,18 @@ def add_parser(sub) -> None:
         add(benchmarks)
 
 
-def add_task_args(p: argparse.ArgumentParser) -> None:
-    """--task in every form `robench run` takes, with the flags of the one-line form."""
+def default(cls: type, name: str) -> str:
+    """The default of `cls`'s field `name` as a help text writes it: "4000", "bert imbert" (a tuple), "none"."""
+    found = next(f for f in dataclasses.fields(cls) if f.name == name)
+    value = found.default_factory() if found.default is dataclasses.MISSING else found.default
+    return "none" if value is None else " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def add_task_args(p: argparse.ArgumentParser, cls: type) -> None:
+    """--task in every form `robench run` takes, with the flags of the one-line form (`cls`: the options dataclass
+    whose default task applies)."""
     p.add_argument("--task", help="registered task, a task file (my_task.toml), or csv:FILE / tsv: / jsonl: / "
-                                  "parquet: (default: sst2)")
+                                  f"parquet: (default: {default(cls, 'task')})")
     p.add_argument("--text-column", help="with --task FORMAT:FILE: the text column, or two comma-separated for "
                                          "sentence pairs (default: text)")
     p.add_argument("--label-column", help="with --task FORMAT:FILE: the label column (default: label)")
@@ -44,16 +61,19 @@ def _add_defenses(sub) -> None:
     p = sub.add_parser("defenses", help="every defense against bert: clean and AdvGLUE accuracy, training cost",
                        description="`robench bench defenses`: every defense against `bert`, side by side in one "
                                    "invocation.")
-    p.add_argument("--models", nargs="+", help="models to compare (bert is the baseline; default: bert imbert "
-                                               "freelb smart)")
-    add_task_args(p)
+    p.add_argument("--models", nargs="+", help="models to compare (bert is the baseline; default: "
+                                               f"{default(DefensesOptions, 'models')})")
+    add_task_args(p, DefensesOptions)
     p.add_argument("--backbone")
-    p.add_argument("--train-size", type=int, help="training subset (default 4000)")
-    p.add_argument("--low-resource", type=int, help="low-resource training subset; 0 skips it (default 500)")
+    p.add_argument("--train-size", type=int,
+                   help=f"training subset (default {default(DefensesOptions, 'train_size')})")
+    p.add_argument("--low-resource", type=int, help="low-resource training subset; 0 skips it (default "
+                                                    f"{default(DefensesOptions, 'low_resource')})")
     p.add_argument("--low-resource-epochs", type=int,
-                   help="epochs for the low-resource subset (default 0: as many optimisation steps as the full "
-                        "subset gets, i.e. epochs x train-size / low-resource)")
-    p.add_argument("--seeds", type=int, nargs="+", help="default: 0 1 2")
+                   help="epochs for the low-resource subset; 0: as many optimisation steps as the full subset gets, "
+                        "i.e. epochs x train-size / low-resource (default "
+                        f"{default(DefensesOptions, 'low_resource_epochs')})")
+    p.add_argument("--seeds", type=int, nargs="+", help=f"default: {default(DefensesOptions, 'seeds')}")
     p.add_argument("--epochs", type=int)
     p.add_argument("--lr", type=float)
     p.add_argument("--batch-size", type=int)
@@ -63,9 +83,10 @@ def _add_defenses(sub) -> None:
                         "(repeatable)")
     g = p.add_argument_group("IM-BERT search (selects on SST-2 dev accuracy only)")
     g.add_argument("--search", action="store_true", help="grid-search IM-BERT instead of running the bench")
-    g.add_argument("--grid-gamma", type=float, nargs="+", help="default: 0.005 0.01 0.02")
-    g.add_argument("--grid-steps", type=int, nargs="+", help="default: 3 5")
-    g.add_argument("--grid-layers", nargs="+", help="layer sets: all, or e.g. 0,1,2 (default: all)")
+    g.add_argument("--grid-gamma", type=float, nargs="+", help=f"default: {default(SearchGrid, 'gamma')}")
+    g.add_argument("--grid-steps", type=int, nargs="+", help=f"default: {default(SearchGrid, 'steps')}")
+    g.add_argument("--grid-layers", nargs="+", help="layer sets: all, or e.g. 0,1,2 (default: "
+                                                    f"{default(SearchGrid, 'layers')})")
     p.add_argument("--step-cost", type=int, default=0, metavar="N",
                    help="only time N training steps per model on identical batches; print ratios to bert")
     add_common_args(p)
@@ -74,8 +95,6 @@ def _add_defenses(sub) -> None:
 
 def cmd_defenses(args) -> None:
     from robench.bench.defenses import (
-        DefensesOptions,
-        SearchGrid,
         compare_defenses,
         search_imbert,
         step_cost,
@@ -103,16 +122,19 @@ def _add_analysis(sub) -> None:
                                    "against the baseline, whether the\npaper's direction holds.")
     add_spec_args(p, attack=False)
     p.set_defaults(model="bert,freelb,smart,imbert", seed=[0, 1, 2])
-    p.add_argument("--baseline", help="model the others are compared with (default: bert)")
-    p.add_argument("--examples", type=int, help="eval examples per analysis (default: 100)")
-    p.add_argument("--shuffles", type=int, help="word shuffles per example (default: 5)")
+    p.add_argument("--baseline", help="model the others are compared with (default: "
+                                      f"{default(AnalysisBenchOptions, 'baseline')})")
+    p.add_argument("--examples", type=int, help="eval examples per analysis (default: "
+                                                f"{default(AnalysisBenchOptions, 'examples')})")
+    p.add_argument("--shuffles", type=int, help="word shuffles per example (default: "
+                                                f"{default(AnalysisBenchOptions, 'shuffles')})")
     p.add_argument("--out", type=Path, help="Markdown file (default: <results_dir>/analysis_bench.md)")
     p.set_defaults(handler=cmd_analysis)
 
 
 def cmd_analysis(args) -> None:
     """One spec per (model, seed): the spec flags, with `--param` routed by `robench.core.params.params_by_model`."""
-    from robench.bench.analysis import AnalysisBenchOptions, analysis_bench
+    from robench.bench.analysis import analysis_bench
     from robench.core.params import params_by_model
     from robench.runs.options import comma_list
 
@@ -133,18 +155,22 @@ def _add_attack(sub) -> None:
                                    "(`textattack:textfooler`), side by side, each attack's forward rate as a "
                                    "fraction of the raw forward rate on the same inputs, and the profile of its "
                                    "time.")
-    p.add_argument("--attack", help="robench recipe: textfooler (default, beside TextAttack's), bert-attack or "
-                                    "gradient-swap (alone)")
-    p.add_argument("--examples", type=int, help="eval examples attacked (default: 200)")
-    add_task_args(p)
+    p.add_argument("--attack", help="robench recipe: textfooler (beside TextAttack's), bert-attack or gradient-swap "
+                                    f"(alone) (default: {default(AttackBenchOptions, 'attack')})")
+    p.add_argument("--examples", type=int, help="eval examples attacked (default: "
+                                                f"{default(AttackBenchOptions, 'examples')})")
+    add_task_args(p, AttackBenchOptions)
     p.add_argument("--model")
     p.add_argument("--backbone")
     p.add_argument("--train-size", type=int)
     p.add_argument("--epochs", type=int)
     p.add_argument("--seed", type=int)
-    p.add_argument("--synonym-source", help="lexicon (default), counterfitted-glove or neighbors")
-    p.add_argument("--sentence-encoder", help="minilm (calibrated thresholds) or use-m3")
-    p.add_argument("--query-budget", type=int, help="per example, both attacks (default: none)")
+    p.add_argument("--synonym-source", help="lexicon, counterfitted-glove or neighbors (default: "
+                                            f"{default(AttackBenchOptions, 'synonym_source')})")
+    p.add_argument("--sentence-encoder", help="minilm (calibrated thresholds) or use-m3 (default: "
+                                              f"{default(AttackBenchOptions, 'sentence_encoder')})")
+    p.add_argument("--query-budget", type=int, help="per example, both attacks (default: "
+                                                    f"{default(AttackBenchOptions, 'query_budget')})")
     p.add_argument("--no-stock", dest="stock", action="store_false", default=None,
                    help="skip the third run, TextAttack with its stock HuggingFaceModelWrapper (the slowest)")
     p.add_argument("--robench-param", action="append", default=[], metavar="KEY=VALUE",
@@ -158,7 +184,7 @@ def _add_attack(sub) -> None:
 
 
 def cmd_attack(args) -> None:
-    from robench.bench.attack import AttackBenchOptions, compare_attacks
+    from robench.bench.attack import compare_attacks
     from robench.core.params import parse_assignments
 
     bench = options(AttackBenchOptions, args, robench_params=parse_assignments(args.robench_param))
@@ -183,7 +209,7 @@ def _add_train(sub) -> None:
 
 
 def cmd_train(args) -> None:
-    from robench.bench.train import TrainBenchOptions, compare_trainers
+    from robench.bench.train import compare_trainers
 
     compare_trainers(options(TrainBenchOptions, args))
 
@@ -206,7 +232,7 @@ def _add_startup(sub) -> None:
 
 
 def cmd_startup(args) -> None:
-    from robench.bench.startup import StartupBenchOptions, startup_bench
+    from robench.bench.startup import startup_bench
 
     settings = settings_from_args(args)
     settings.require_data_dir()
@@ -217,13 +243,15 @@ def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="the upfront cost estimate against real runs, stage by stage",
                        description="`robench bench estimate`: estimated vs measured time per stage (train, attack) "
                                    "for small real runs of each model.")
-    p.add_argument("--models", nargs="+", help="default: bert imbert")
+    from robench.bench.estimate import EstimateBenchOptions  # light enough to build the parser with
+
+    p.add_argument("--models", nargs="+", help=f"default: {default(EstimateBenchOptions, 'models')}")
     p.add_argument("--task")
-    p.add_argument("--attack", help="default: textfooler")
+    p.add_argument("--attack", help=f"default: {default(EstimateBenchOptions, 'attack')}")
     p.add_argument("--backbone")
-    p.add_argument("--train-size", type=int, help="default: 1000")
-    p.add_argument("--epochs", type=int, help="default: 1")
-    p.add_argument("--eval-size", type=int, help="default: 20")
+    p.add_argument("--train-size", type=int, help=f"default: {default(EstimateBenchOptions, 'train_size')}")
+    p.add_argument("--epochs", type=int, help=f"default: {default(EstimateBenchOptions, 'epochs')}")
+    p.add_argument("--eval-size", type=int, help=f"default: {default(EstimateBenchOptions, 'eval_size')}")
     p.add_argument("--seed", type=int)
     p.add_argument("--dry-run", action="store_true",
                    help="time `robench run --dry-run` as a new process, first (it times the model) and again, against "

@@ -32,11 +32,12 @@ def _compare(args, runs_dir, data_dir) -> None:
     from robench.report.compare import compare, group_settings, nothing_compared
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
-    from robench.report.untrained import untrained_runs
+    from robench.report.untrained import unchecked_runs, untrained_runs
 
     records = load_records(runs_dir)
     groups = group_settings(records.current)
     untrained = untrained_runs(records.current, runs_dir, data_dir)
+    unchecked = unchecked_runs(records.current, runs_dir, data_dir)
     found = compare(groups, runs_dir, args.baseline, untrained)
     family = found[0].family if found else 0
     table = Table(title=f"Accuracy under attack against {args.baseline}: paired over matched seeds and shared "
@@ -72,6 +73,8 @@ def _compare(args, runs_dir, data_dir) -> None:
                   "seeds\")")
     for run_id, warning in sorted(untrained.items()):
         print(f"warning: {run_id}: {warning}; its seed is left out of every comparison")
+    for run_id, note in sorted(unchecked.items()):
+        print(f"note: {run_id}: {note}")
     if records.note:
         print(records.note)
 
@@ -79,8 +82,9 @@ def _compare(args, runs_dir, data_dir) -> None:
 def _seeds(c) -> str:
     """The matched seeds compared, and those left out because a checkpoint did not train."""
     kept = " ".join(map(str, c.seeds))
-    if c.single:  # one checkpoint of your own against the baseline's seeds (robench.report.single)
-        kept = f"1 vs {kept}"
+    if c.single:  # one checkpoint of your own (one seed of it) against the baseline's seeds (robench.report.single)
+        seed = c.setting.records[0].spec.get("seed", 0)
+        kept = f"{'1' if seed == 0 else f'seed {seed}'} vs {kept}"
     return f"{kept} ({' '.join(map(str, c.excluded))} untrained)" if c.excluded else kept
 
 

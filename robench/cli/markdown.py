@@ -1,6 +1,6 @@
-"""The CLI reference (docs/guide/cli.md, docs/guide/cli-bench.md) written from robench's real argument parser.
+"""The CLI reference (docs/guide/cli.md, cli-more.md, cli-bench.md) written from robench's real argument parser.
 
-`python -m robench.cli.markdown [DIR]` (or `make cli-doc`) writes both pages; tests/test_cli_markdown.py checks
+`python -m robench.cli.markdown [DIR]` (or `make cli-doc`) writes the pages; tests/test_cli_markdown.py checks
 that the committed pages are what this module writes, so a new or changed flag reaches the docs or fails the test.
 Built from the parser's actions, not from `format_help`, so the text does not depend on the terminal's width.
 """
@@ -23,6 +23,8 @@ class Page:
 
 PAGES = (
     Page("cli.md", "CLI reference", ()),
+    Page("cli-more.md", "CLI reference: analysis, records and reading",
+         ("analyze", "syntax-report", "audit", "pack", "unpack", "annotate")),
     Page("cli-bench.md", "CLI reference: `robench resources` and `robench bench`", ("resources", "bench")),
 )
 INTRO = ("Generated from the argument parser by `make cli-doc` (`python -m robench.cli.markdown`); do not edit by "
@@ -67,6 +69,15 @@ def _meaning(formatter: argparse.HelpFormatter, action: argparse.Action) -> str:
     return f"{meaning} (default: `{value}`)" if meaning else f"default: `{value}`"
 
 
+def _name(action: argparse.Action) -> str:
+    return (action.option_strings or [action.dest.upper()])[0]
+
+
+def _row(formatter: argparse.HelpFormatter, action: argparse.Action) -> str:
+    meaning = _meaning(formatter, action)
+    return f"- {_flag(formatter, action)}: {meaning}" if meaning else f"- {_flag(formatter, action)}"
+
+
 def _usage(path: str, parser: argparse.ArgumentParser) -> str:
     formatter = parser._get_formatter()
     words = [path]
@@ -86,34 +97,50 @@ class _Writer:
 
     def __init__(self) -> None:
         self.seen: dict[str, tuple[str, str]] = {}  # row -> (page, command) that wrote it first
+        self.groups: dict[tuple[tuple[str, str], str], list[str]] = {}  # ((page, command), group title) -> flags
 
     def _link(self, page: str, command: str, here: str) -> str:
         return f"[`{command}`]({'' if page == here else page}#{_anchor(command)})"
 
     def _tables(self, page: str, path: str, parser: argparse.ArgumentParser) -> list[str]:
-        formatter = parser._get_formatter()
         lines: list[str] = []
         for group in parser._action_groups:
             actions = [a for a in group._group_actions if a.help != argparse.SUPPRESS and a.dest != "help"
                        and not isinstance(a, argparse._SubParsersAction)]
-            if not actions:
-                continue
-            rows, repeated = [], {}
-            for action in actions:
-                row = f"| {_flag(formatter, action)} | {_meaning(formatter, action)} |"
-                first = self.seen.setdefault(row, (page, path))
-                if first == (page, path):
-                    rows.append(row)
-                else:
-                    repeated.setdefault(first, []).append((action.option_strings or [action.dest.upper()])[0])
-            if len(parser._action_groups) > 2 or group.title != "options":  # a lone "options" needs no title
-                lines += ["", f"*{group.title}*"]
-            if rows:
-                lines += ["", "| flag | meaning |", "|---|---|", *rows]
-            for (first_page, command), flags in repeated.items():
-                names = ", ".join(f"`{flag}`" for flag in flags)
-                lines += ["", f"As in {self._link(first_page, command, page)}: {names}."]
+            titled = len(parser._action_groups) > 2 or group.title != "options"  # a lone "options" needs no title
+            if actions:
+                lines += self._group(page, path, parser._get_formatter(), group.title if titled else "", actions)
         return lines
+
+    def _group(self, page: str, path: str, formatter: argparse.HelpFormatter, title: str,
+               actions: list[argparse.Action]) -> list[str]:
+        """One group's flags: a row each, or where an earlier command wrote them, a link to it."""
+        rows, repeated = [], {}
+        for action in actions:
+            row = _row(formatter, action)
+            first = self.seen.setdefault(row, (page, path))
+            if first == (page, path):
+                rows.append(row)
+            else:
+                repeated.setdefault(first, []).append(_name(action))
+        if not repeated:
+            self.groups[((page, path), title)] = [_name(a) for a in actions]
+        whole = self._whole_group(title, actions, repeated)
+        if whole:  # every flag of the group, as an earlier command has them: name it, not each flag
+            return ["", f"{f'*{title}*' if title else 'Flags'}: as in {self._link(*whole, page)}."]
+        lines = (["", f"*{title}*"] if title else []) + (["", *rows] if rows else [])
+        for (first_page, command), flags in repeated.items():
+            names = ", ".join(f"`{flag}`" for flag in flags)
+            lines += ["", f"As in {self._link(first_page, command, page)}: {names}."]
+        return lines
+
+    def _whole_group(self, title: str, actions: list[argparse.Action],
+                     repeated: dict[tuple[str, str], list[str]]) -> tuple[str, str] | None:
+        """The (page, command) whose group of this title this group repeats in full, else None."""
+        if len(repeated) != 1 or sum(map(len, repeated.values())) != len(actions):
+            return None
+        (first, flags), = repeated.items()
+        return first if self.groups.get((first, title)) == flags else None
 
     def section(self, page: str, path: str, summary: str, parser: argparse.ArgumentParser, level: int) -> list[str]:
         lines = ["", f"{'#' * level} `{path}`", ""]

@@ -187,21 +187,36 @@ def summary_table(record) -> Table:
     if warnings := untrained_warnings(record):
         table.caption = plain("WARNING: the checkpoint " + "; ".join(warnings) + " (its accuracy under attack says "
                               "nothing about robustness)")
+    elif note := unchecked_note(record):
+        table.caption = plain(f"note: {note}")
     return table
 
 
 def untrained_warnings(record) -> list[str]:
     """The record's failed chance checks (`robench.runs.chance`), as warnings."""
-    from robench.runs.chance import ChanceCheck, untrained
+    from robench.runs.chance import untrained
 
-    return [c.warning() for c in untrained([ChanceCheck.from_dict(d) for d in record.metrics.get("chance") or []])]
+    return [c.warning() for c in untrained(_chance_checks(record))]
+
+
+def unchecked_note(record) -> str | None:
+    """The note "too few examples to check training (...)" when none of the record's chance checks can tell."""
+    from robench.runs.chance import unchecked
+
+    return unchecked(_chance_checks(record))
+
+
+def _chance_checks(record) -> list:
+    from robench.runs.chance import ChanceCheck
+
+    return [ChanceCheck.from_dict(d) for d in record.metrics.get("chance") or []]
 
 
 def cmd_list(args) -> None:
     import contextlib
 
     from robench.core.progress import phase
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.engine.attack import ATTACKS
     from robench.training.defense import MODELS
 
@@ -240,6 +255,10 @@ def reference_view(args, settings, into):
     from robench.core.packed import runs_to_read
     from robench.report.reference import with_reference
 
+    if Path(into).resolve() == settings.results_dir.resolve():
+        raise RobenchError(f"--output {into} is the results directory: --with-reference writes links to the "
+                           "published records into OUTPUT/runs, beside your own; choose another --output (default: "
+                           "RESULTS_DIR/with-reference)")
     with_reference(runs_to_read(settings.results_dir, settings.cache_dir), args.with_reference, Path(into))
     return Path(into)
 

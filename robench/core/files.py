@@ -81,3 +81,46 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def read_bounded(path: Path, what: str, limit: int) -> bytes:
+    """The bytes of the regular file `path` (a `what`: "sheet", "key"), read only if it is at most `limit` bytes:
+    a missing file, a folder, a device (`/dev/zero`), a FIFO or a file too big is a one-line error, never an
+    endless read."""
+    import stat
+
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise RobenchError(f"no {what} {path}") from None
+    except OSError as exc:
+        raise RobenchError(f"cannot read the {what} {path} ({exc.strerror})") from exc
+    if not stat.S_ISREG(mode):
+        kind = "folder" if stat.S_ISDIR(mode) else "device or pipe, not a file"
+        raise RobenchError(f"the {what} {path} exists but is a {kind}: pass the {what} file itself")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise RobenchError(f"cannot read the {what} {path} ({exc.strerror})") from exc
+    if len(data) > limit:
+        raise RobenchError(f"the {what} {path} is larger than {limit // 1_000_000} MB, more than any {what} robench "
+                           "writes: pass the right file")
+    return data
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why `path` is not a regular file to read ("does not exist", "is a folder, not a file", "is a device or
+    pipe, not a file"), or None: an error that says "does not exist" of something that exists misleads."""
+    import stat
+
+    try:
+        mode = Path(path).stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    return "is a folder, not a file" if stat.S_ISDIR(mode) else "is a device or pipe, not a file"

@@ -26,9 +26,10 @@ SETTLE_SECONDS = 2  # a file modified more recently than this is hashed without 
 
 
 def file_sha256(path: Path, cache_dir: Path | None = None) -> str:
-    """The SHA-256 of `path`'s bytes (hex): computed once per process and file version (path, size, mtime), and
-    with `cache_dir` also kept across processes in `<cache_dir>/sha256.json`. This is robench's one file-hash
-    cache (data fingerprints, checkpoint and resource manifests, given checkpoints)."""
+    """The SHA-256 of `path`'s bytes (hex): computed once per process and file version (path, size, modification
+    and change times, inode), and with `cache_dir` also kept across processes in `<cache_dir>/sha256.json`; a file
+    changed in the last `SETTLE_SECONDS` is hashed every time. This is robench's one file-hash cache (data
+    fingerprints, checkpoint and resource manifests, given checkpoints)."""
     path = Path(path).resolve()
     stat = path.stat()
     # the inode's change time too: a copy that restores an old modification time (`cp -p`) still changes it

@@ -52,10 +52,9 @@ def resolve_settings(
     if data is not None:
         data = Path(data).expanduser().resolve()
         if not data.is_dir():
-            raise RobenchError(
-                f"data directory {data} does not exist: point --data-dir or {DATA_DIR_ENV} "
-                "at a folder laid out like shared/data"
-            )
+            what = "is not a folder" if data.exists() else "does not exist"
+            raise RobenchError(f"data directory {data} {what}: point --data-dir or {DATA_DIR_ENV} at a folder laid "
+                               "out like shared/data")
     cache = Path(cache_dir or default_cache_dir())
     results = Path(results_dir or os.environ.get(RESULTS_DIR_ENV) or "results")
     cache, results = cache.expanduser().resolve(), results.expanduser().resolve()

@@ -116,14 +116,16 @@ def record_problem(path: Path, record: RunRecord) -> str | None:
 
 
 RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # what `robench.runs.spec.slug` makes: a plain file name
+MAX_RUN_ID = 200  # characters: a file name's limit is 255 bytes, and no run id robench makes comes near
 
 
 def find_record(runs_dir: Path, run_id: str) -> Path:
     """The record of `run_id`, or of the one run whose id starts with it. A run id is a plain file name: a path
     (absolute, or with `..` or a separator) or a glob pattern is refused, never read."""
-    if not RUN_ID.fullmatch(run_id):
+    run_id = run_id.removesuffix(".json")  # the record's file name is accepted as its id
+    if not RUN_ID.fullmatch(run_id) or len(run_id) > MAX_RUN_ID:
         raise RobenchError(f"{excerpt(run_id, 80)} is not a run id: run ids are the names of the .json files in "
-                           f"{runs_dir} (letters, digits, '_', '-' and '.'; not a path)")
+                           f"{runs_dir} (at most {MAX_RUN_ID} letters, digits, '_', '-' and '.'; not a path)")
     exact = record_path(runs_dir, run_id)
     if exact.is_file():
         return exact

@@ -19,7 +19,6 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Callable, Generic, TypeVar
 
 from robench.core.errors import RobenchError
-from robench.core.types import Task
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -159,8 +158,3 @@ class Registry(Generic[T]):
     def __contains__(self, name: str) -> bool:
         self._discover()
         return name in self._entries
-
-
-# The tasks' registry; the defences' (`robench.training.defense.MODELS`) and the attack recipes'
-# (`robench.engine.attack.ATTACKS`) live with their types. Their entries are the only global mutable state.
-TASKS: Registry[Task] = Registry("tasks", "robench.data.tasks")

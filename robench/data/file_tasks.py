@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from robench.core.errors import RobenchError
+from robench.core.files import not_a_file
 from robench.core.hashing import file_sha256
 from robench.core.registry import NAME
 from robench.core.text import excerpt, excerpts
@@ -38,7 +39,7 @@ from robench.core.types import Split, Task
 from robench.data.loading import _read, column, column_list, require_data_file
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
-ONE_LINE = re.compile(r"^(csv|tsv|jsonl|parquet):(.+)$")
+ONE_LINE = re.compile(r"(csv|tsv|jsonl|parquet):(.+)\Z", re.S)  # a file name may hold any character, a newline too
 KEYS = {"name", "train", "eval", "text_columns", "label_column", "labels", "replay", "format"}
 SPLITS = ("train", "eval", "replay")
 
@@ -75,8 +76,8 @@ def default_name(path: Path) -> str:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise RobenchError(f"task file {path} does not exist")
+    if (why := not_a_file(path)) is not None:
+        raise RobenchError(f"task file {path} {why}: pass a task definition (.toml)")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -135,10 +136,8 @@ def _check_types(raw: dict[str, Any], what: str) -> None:
 
 def _path(base: Path, name: str, what: str) -> Path:
     path = (base / Path(name).expanduser()).resolve()
-    if path.is_dir():
-        raise RobenchError(f"task {what}: data file {path} is a directory, not a file")
-    if not path.is_file():
-        raise RobenchError(f"task {what}: data file {path} does not exist")
+    if (why := not_a_file(path)) is not None:
+        raise RobenchError(f"task {what}: data file {path} {why}; name a data file (.csv, .tsv, .jsonl, .parquet)")
     return path
 
 

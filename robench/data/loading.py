@@ -16,9 +16,9 @@ import numpy as np
 
 from robench.core.errors import RobenchError
 from robench.core.hashing import file_sha256
-from robench.core.registry import TASKS
 from robench.core.text import excerpt, excerpts
 from robench.core.types import Source, Split, Task
+from robench.data import TASKS
 
 
 def require_data_file(path: Path, text: bool = True) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Callable
 
 from robench.core.errors import RobenchError
-from robench.core.registry import TASKS
 from robench.core.types import Split, Task
+from robench.data import TASKS
 from robench.data.loading import _every_kth, _glue_hub, _hub, _map_label_names, _read, _tsv
 
 # --- local loaders (each reads exactly the files its Task declares in `data_files`) -----

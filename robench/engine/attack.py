@@ -86,6 +86,7 @@ class AttackContext:
     record: Callable[[ExampleResult], None]  # persist one finished example at once
     console: Console | None = None
     profile: Profile = field(default_factory=Profile)  # where the attack's time went (run record timings)
+    split: Any = None  # the whole split `eval_data` was drawn from, rows in order; None: not given (inside training)
 
 
 @dataclass
@@ -126,6 +127,7 @@ class AttackRecipe:
     examples: Callable[[Task, Settings, Source], Any] | None = None
     data_files: tuple[str, ...] = ()
     word_swaps: bool = False  # swaps words in place: the runner adds the validity audit (robench.engine.audit)
+    replay: bool = False  # evaluates fixed texts, searches nothing (AdvGLUE, a transfer): no source for a transfer
     resources: Callable[[Any], dict[str, str]] = lambda params: {}
 
 

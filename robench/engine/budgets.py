@@ -10,6 +10,7 @@ A setting fixes the five knobs that decide what an attack may do, so that number
 | sentence similarity (paper scale) | angular 0.840845, 15-word windows | cosine 0.98, 15-word windows | recipe's |
 | query budget: victim queries per example | K x words | none | none |
 | the `natural` filters (`robench.engine.natural`) | no | `natural` only | no |
+| `fluency_max_drop`: nats a swap may lower log p(text) (`robench.engine.fluency`) | none | `natural` only | none |
 
 * `textdefender`: Li, Yu et al., "Searching for an Effective Defender: Benchmarking Defense against Adversarial
   Word Substitution", EMNLP 2021 (RockyLzy/TextDefender, `args.py` and its attack builder): neighbour_vocab_size
@@ -57,13 +58,14 @@ class BudgetSetting:
     skip_shorter_than_window: bool | None
     queries_per_word: int | None  # query budget = this x the input's words; None: no budget
     natural_filters: bool = False  # the filters of `robench.engine.natural` run too
+    fluency_max_drop: float | None = None  # the language model's constraint (`robench.engine.fluency`); None: off
 
     def values(self) -> dict[str, Any]:
         """The parameter values the setting fixes (recipe parameter name -> value)."""
         out = {"k": self.k, "max_modification_rate": self.max_modification_rate, "min_cos": self.min_cos,
                "similarity_metric": self.similarity_metric, "similarity_threshold": self.similarity_threshold,
                "window": self.window, "skip_shorter_than_window": self.skip_shorter_than_window,
-               "queries_per_word": self.queries_per_word}
+               "queries_per_word": self.queries_per_word, "fluency_max_drop": self.fluency_max_drop}
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -78,7 +80,7 @@ MORRIS2020 = BudgetSetting("morris2020", "Morris et al., Findings of EMNLP 2020 
 NATURAL = BudgetSetting("natural", "Morris et al. 2020's thresholds + robench's natural-text filters (issue 43)",
                         k=50, max_modification_rate=1.0, min_cos=0.9, similarity_metric="cosine",
                         similarity_threshold=0.98, window=15, skip_shorter_than_window=False, queries_per_word=None,
-                        natural_filters=True)
+                        natural_filters=True, fluency_max_drop=1.5)  # studies/lm_fluency.py: the calibration's max_drop
 PAPER = BudgetSetting("paper", "each recipe's own paper values", None, None, None, None, None, None, None, None)
 BUDGETS: dict[str, BudgetSetting] = {s.name: s for s in (TEXTDEFENDER, MORRIS2020, NATURAL, PAPER)}
 DEFAULT_BUDGET = "textdefender"

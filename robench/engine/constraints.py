@@ -55,7 +55,12 @@ class IndexConstraint:
 
 
 class Constraint:
-    """A filter over the candidate swaps of one word; `filter` keeps the passing ones, in order."""
+    """A filter over the candidate swaps of one word; `filter` keeps the passing ones, in order. A `deferred`
+    constraint judges each swap on its own and costs more than a victim query: the search asks it, after the
+    victim, only about the candidates it would take (`robench.engine.search.WordSwapSearch.checks`), which
+    chooses the same texts as filtering the whole pool first."""
+
+    deferred = False
 
     def filter(self, current: Words, original: Words, swaps: list[Swap]) -> list[Swap]:
         raise NotImplementedError
@@ -235,6 +240,7 @@ class ContextSimilarity(Constraint):
     scorer: Any  # .scores(words, i, replacements) -> cosines
     min_cos: float
     profile: Profile = field(default_factory=Profile)
+    deferred = True
 
     def filter(self, current: Words, original: Words, swaps: list[Swap]) -> list[Swap]:
         if not swaps:

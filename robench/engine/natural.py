@@ -114,6 +114,7 @@ class GrammarCheck(Constraint):
     linter: Any  # .lint(text) -> lints with .lint_kind
     window: int = GRAMMAR_WINDOW
     profile: Profile = field(default_factory=Profile)
+    deferred = True
     _kinds: dict[str, Counter] = field(default_factory=dict, repr=False)
 
     def kinds(self, text: str) -> Counter:
@@ -141,14 +142,17 @@ class NaturalFilters:
     info: dict[str, Any]
 
 
-def natural_constraints(natural: NaturalFilters | None, profile: Profile | None = None
+def natural_constraints(natural: NaturalFilters | None, profile: Profile | None = None, params: Any = None
                         ) -> list[IndexConstraint | Constraint]:
     """The `natural` setting's filters in the order they run, after a recipe's own constraints ([] without);
-    `profile` hears the grammar check's time."""
+    `profile` hears the grammar check's time; `params` (a recipe's) may move the sense threshold
+    (`sense_min_cos`) or turn the grammar check off (`grammar_check`), as the frontier study does."""
     if natural is None:
         return []
     grammar = dataclasses.replace(natural.grammar, profile=profile) if profile else natural.grammar
-    return [natural.fixed, natural.inflection, natural.sense, grammar]
+    sense_min_cos = getattr(params, "sense_min_cos", None)
+    sense = natural.sense if sense_min_cos is None else dataclasses.replace(natural.sense, min_cos=sense_min_cos)
+    return [natural.fixed, natural.inflection, sense, *([grammar] if getattr(params, "grammar_check", True) else [])]
 
 
 def describe(natural: NaturalFilters | None) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from robench.core.paths import Settings
 from robench.core.types import ExampleResult
 from robench.engine.attack import AttackContext, AttackOutput, AttackRecipe, Profile
 from robench.engine.constraints import Constraint, IndexConstraint, Similarity, Swap
+from robench.engine.fluency import Fluency, LogProbCache
 from robench.engine.scheduler import EngineConfig, Request, Search, Service, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, UntargetedClassification, WordSwapSearch
 from robench.engine.words import Words, is_one_word, recover_case
@@ -77,14 +78,16 @@ class Composition:
     for, beside the victim; `profile` times candidate generation ("candidates")."""
 
     transformation: Transformation
-    constraints: Sequence[IndexConstraint | Constraint | Similarity | None]
+    constraints: Sequence[IndexConstraint | Constraint | Similarity | Fluency | None]
     search: Greedy
     goal: UntargetedClassification = field(default_factory=UntargetedClassification)
     services: Mapping[str, Service] = field(default_factory=dict)
     profile: Profile = field(default_factory=Profile)
 
-    def __post_init__(self) -> None:
-        self.similarity  # noqa: B018 - a declaration with two sentence-encoder constraints fails here, not per example
+    def __post_init__(self) -> None:  # a declaration with two encoder or LM constraints fails here, not per example
+        for kind, what in ((Similarity, "sentence-encoder"), (Fluency, "language-model")):
+            if sum(isinstance(c, kind) for c in self.constraints) > 1:
+                raise ValueError(f"a composition takes at most one {what} constraint")
 
     @property
     def index_constraints(self) -> list[IndexConstraint]:
@@ -96,10 +99,11 @@ class Composition:
 
     @property
     def similarity(self) -> Similarity | None:
-        found = [c for c in self.constraints if isinstance(c, Similarity)]
-        if len(found) > 1:
-            raise ValueError("a composition takes at most one sentence-encoder constraint")
-        return found[0] if found else None
+        return next((c for c in self.constraints if isinstance(c, Similarity)), None)
+
+    @property
+    def fluency(self) -> Fluency | None:
+        return next((c for c in self.constraints if isinstance(c, Fluency)), None)
 
     def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
         original = Words.of(text)
@@ -109,20 +113,33 @@ class Composition:
         def modifiable(current: Words, i: int) -> bool:
             return all(c.modifiable(current, original, i) for c in indexed)
 
+        eager, deferred = [c for c in filters if not c.deferred], [c for c in filters if c.deferred]
+        swap_of: dict[tuple[str, ...], Swap] = {}  # the current word's candidates -> their swaps
+
         def candidates(current: Words, original: Words, i: int) -> list[Words]:
+            swap_of.clear()
             if not modifiable(current, i):
                 return []
             with self.profile.part("candidates"):
                 swaps = swaps_of(current, original, i)
-                for constraint in filters:
+                for constraint in eager:
                     if not swaps:
                         break
                     swaps = constraint.filter(current, original, swaps)
-                return [s.apply(current) for s in swaps]
+                options = [s.apply(current) for s in swaps]
+                swap_of.update((o.words, s) for o, s in zip(options, swaps))
+                return options
+
+        def checks(current: Words, original: Words, options: list[Words]) -> list[bool]:
+            kept = [swap_of[o.words] for o in options]
+            for constraint in deferred:
+                kept = constraint.filter(current, original, kept) if kept else kept
+            passed = {id(s) for s in kept}
+            return [id(swap_of[o.words]) in passed for o in options]
 
         search = WordSwapSearch(lambda words: [i for i in range(len(words.words)) if modifiable(words, i)],
                                 self.search.importance(), candidates, self.similarity, lazy=self.search.lazy,
-                                goal=self.goal)
+                                goal=self.goal, fluency=self.fluency, checks=checks if deferred else None)
         return (yield from search(text, label, clean))
 
 
@@ -157,6 +174,8 @@ class WordSwapRecipe(AttackRecipe):
         composition = self.compose(params, resources, ctx.profile, ctx.victim)
         services = {"embed": CachedEmbedder(resources.encoder, params.encoder_batch_size, ctx.profile),
                     **composition.services}
+        if composition.fluency is not None:
+            services["lm"] = LogProbCache(composition.fluency.lm, ctx.profile)
         label = self.progress_label(params) if self.progress_label else self.name
         config = EngineConfig(params.concurrency, params.query_budget, label, params.queries_per_word)
         return attack_examples(ctx, composition, services, config)

@@ -21,8 +21,11 @@ from robench.classifier.victim import QueryBudgetExceeded, Text
 from robench.engine.attack import Profile
 from robench.engine.budgets import max_changed_words
 from robench.engine.constraints import Similarity
+from robench.engine.fluency import Fluency, fluency_checks
 from robench.engine.scheduler import Outcome, Request, Search
 from robench.engine.words import Words
+
+NO_THRESHOLD = float(np.finfo(np.float64).min)  # the similarity bar without an encoder: every real value clears it
 
 
 class CachedEmbedder:
@@ -180,6 +183,10 @@ class WordSwapSearch:
     choice depends on it (the victim then also scores candidates the encoder would reject; the chosen texts
     are identical, see `select_lazy`). `max_modification_rate`: at most ceil(rate x words) words may differ
     from the original (TextAttack's MaxWordsPerturbed(max_percent)); the search stops when that many have changed.
+    `checks(current, original, options)`: the deferred constraints (`Constraint.deferred`: the sense filter, the
+    grammar check), and `fluency`: the language model's constraint (`robench.engine.fluency.Fluency`), asked after
+    the encoder and, like it, only where the choice depends on it (a candidate they reject counts as below the
+    similarity threshold).
     `goal`: the score to raise and when the attack has succeeded. A recipe declares these parts as a
     `robench.engine.recipe.Composition`, which builds this search per example.
     """
@@ -191,6 +198,8 @@ class WordSwapSearch:
     lazy: bool = True
     max_modification_rate: float | None = None
     goal: UntargetedClassification = field(default_factory=UntargetedClassification)
+    fluency: Fluency | None = None
+    checks: Callable[[Words, Words, list[Words]], list[bool]] | None = None  # the deferred constraints
 
     def __call__(self, text: Text, label: int, clean: np.ndarray) -> Search:
         original = current = Words.of(text)
@@ -221,7 +230,7 @@ class WordSwapSearch:
     def _pick(self, options: list[Words], current: Words, original: Words, i: int, label: int,
               score: float) -> Generator[Request, Any, tuple[Words, np.ndarray] | None]:
         pairs = [self.similarity.pair(current, original, o, i) if self.similarity else None for o in options]
-        threshold = self.similarity.threshold if self.similarity else -np.inf
+        threshold = self.similarity.threshold if self.similarity else NO_THRESHOLD  # -inf (rejected) fails it
         if self.lazy:
             probs = yield Request("predict", [o.text for o in options])
             scores, flips = self.goal.scores(probs, label), self.goal.reached(probs, label)
@@ -229,14 +238,33 @@ class WordSwapSearch:
             try:
                 want = next(select)
                 while True:
-                    want = select.send((yield from similarities(self.similarity, [pairs[j] for j in want])))
+                    sims = yield from similarities(self.similarity, [pairs[j] for j in want])
+                    sims = yield from self._final(current, original, [options[j] for j in want], sims, threshold)
+                    want = select.send(sims)
             except StopIteration as stop:
                 choice = stop.value
             return None if choice is None else (options[choice], probs[choice])
         sims = yield from similarities(self.similarity, pairs)
+        sims = yield from self._final(current, original, options, sims, threshold)
         keep = [j for j in range(len(options)) if sims[j] >= threshold]
         if not keep:
             return None
         probs = yield Request("predict", [options[j].text for j in keep])
         choice = select_eager(self.goal.scores(probs, label), self.goal.reached(probs, label), sims[keep], score)
         return None if choice is None else (options[keep[choice]], probs[choice])
+
+    def _final(self, current: Words, original: Words, options: list[Words], sims: np.ndarray, threshold: float
+               ) -> Generator[Request, Any, np.ndarray]:
+        """`sims` with -inf where a deferred constraint, then the fluency constraint, rejects a candidate the
+        encoder passed (each is asked only about the candidates still standing)."""
+        sims = np.array(sims, dtype=np.float64)
+        ask = [j for j in range(len(options)) if sims[j] >= threshold]
+        if self.checks is not None and ask:
+            passed = self.checks(current, original, [options[j] for j in ask])
+            sims[[j for j, ok in zip(ask, passed) if not ok]] = -np.inf
+            ask = [j for j, ok in zip(ask, passed) if ok]
+        if self.fluency is not None and ask:
+            passed = yield from fluency_checks(self.fluency, original.field_text,
+                                               [options[j].field_text for j in ask])
+            sims[[j for j, ok in zip(ask, passed) if not ok]] = -np.inf
+        return sims

@@ -6,7 +6,8 @@
 
 One job per module: `config` parses a config and expands it into RunSpecs, `driver`
 plans the cells (`plan_cells`: each spec resolved once) and runs the jobs (`grid`),
-`executors` says where they run (this process or Ray), `board` draws the live table.
+`executors` says where they run (this process or Ray), `cells` holds the units of work and their state,
+`board` draws the live table.
 """
 from robench.grid.config import GridConfig, expand, load_config
 from robench.grid.driver import GridCell, GridResult, TrainJob, grid, grid_estimate, plan_cells

@@ -5,7 +5,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from robench.grid.driver import GridCell, State, TrainJob
+    from robench.grid.cells import GridCell, State, TrainJob
 
 STYLE = {"pending": "dim", "training": "yellow", "attacking": "cyan", "done": "green", "failed": "bold red",
          "skipped": "blue"}

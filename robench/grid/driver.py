@@ -15,52 +15,19 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.paths import Settings
 from robench.grid.board import Board
+from robench.grid.cells import GridCell, State, TrainJob
 from robench.grid.config import GridConfig, expand, load_config
 from robench.grid.executors import Failure, Hook, Job, LocalExecutor, RayExecutor
 from robench.runs.spec import RunSpec
 
 if TYPE_CHECKING:
-    from robench.runs.resolve import ResolvedRun
     from robench.runs.runner import Attacked
-
-State = Literal["pending", "training", "attacking", "done", "failed", "skipped"]
-
-
-@dataclass
-class GridCell:
-    """One run of the grid, resolved once (`plan_cells`), and where it stands."""
-
-    resolved: ResolvedRun
-    checkpoint: str  # the checkpoint key it shares with the other attacks on the same model
-    state: State = "pending"
-    attempts: int = 0
-    error: str = ""
-
-    @property
-    def spec(self) -> RunSpec:
-        return self.resolved.spec  # with its data fingerprint: the run id
-
-
-@dataclass
-class TrainJob:
-    """One fine-tuning job, shared by every cell whose spec differs only in the attack (it trains the first's)."""
-
-    resolved: ResolvedRun
-    key: str
-    cells: list[GridCell]
-    state: State = "pending"
-    attempts: int = 0
-    error: str = ""
-
-    @property
-    def spec(self) -> RunSpec:
-        return self.resolved.spec
 
 
 @dataclass

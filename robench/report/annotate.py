@@ -25,17 +25,18 @@ import csv
 import io
 import json
 import random
+import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from robench.core.errors import RobenchError
-from robench.core.files import atomic_write
+from robench.core.files import atomic_write, read_bounded
 from robench.core.hashing import content_hash
 from robench.core.records import RunRecord, read_examples
-from robench.core.text import excerpt
+from robench.core.text import excerpt, from_spreadsheet_cell, spreadsheet_cell
 from robench.report.examples import label_names
 from robench.report.readings import UNCLEAR, Reading, Summary, summarize, write_readings
 
@@ -120,12 +121,18 @@ def export_study(results_dirs: Iterable[Path], out: Path, n: int, seed: int) -> 
 
 def candidates(results_dir: Path) -> list[Example]:
     """The successful adversarial examples with an original text of the current records of `results_dir`."""
+    from robench.core.packed import is_packed, runs_to_read
     from robench.report.identity import attack_label, model_label
     from robench.report.leaderboard import load_records
 
-    runs_dir = results_dir / "runs"
-    if not runs_dir.is_dir():
-        raise RobenchError(f"no runs directory {runs_dir}: name folders that hold a runs/ folder")
+    if results_dir.exists() and not results_dir.is_dir():
+        raise RobenchError(f"{results_dir} is a file, not a folder: name results folders (each holds a runs/ folder "
+                           "or a pack)")
+    if not (results_dir / "runs").is_dir() and not is_packed(results_dir):
+        raise RobenchError(f"no runs directory {results_dir / 'runs'} and no pack in {results_dir}: name folders "
+                           "that hold a runs/ folder or a pack")
+    home = str((results_dir / "runs").resolve())  # the key names the results' runs/, packed or not
+    runs_dir = runs_to_read(results_dir)
     out = []
     for rec in load_records(runs_dir).current:
         names, setting, model = label_names(rec), attack_label(rec) or "default", _model_name(rec, model_label(rec))
@@ -133,7 +140,7 @@ def candidates(results_dir: Path) -> list[Example]:
             if e.status != "successful" or not e.original_text or e.original_text == e.perturbed_text:
                 continue
             labels = names if names and e.label < len(names) else tuple(str(i) for i in range(max(2, e.label + 1)))
-            out.append(Example(str(runs_dir.resolve()), rec.run_id, e.index, str(rec.spec.get("task", "")),
+            out.append(Example(home, rec.run_id, e.index, str(rec.spec.get("task", "")),
                                str(rec.spec.get("attack", "")), setting, model, tuple(labels), labels[e.label],
                                e.original_text, e.perturbed_text))
     return out
@@ -197,10 +204,12 @@ def _row(item: str, part: str, text: str, text_b: str, labels: str) -> dict[str,
 
 
 def sheet_csv(rows: list[dict[str, str]]) -> str:
+    """The sheet as CSV, every cell escaped against spreadsheet formulas (`robench.core.text.spreadsheet_cell`;
+    `read_sheet` undoes it), as the form's script writes it."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: spreadsheet_cell(v) for k, v in row.items()} for row in rows)
     return buf.getvalue()
 
 
@@ -237,15 +246,35 @@ def import_sheet(sheet: Path, key_path: Path) -> Imported:
         raise RobenchError(f"{sheet}: {len(problems)} problem(s): {'; '.join(problems[:5])}{more}; nothing "
                            "was imported")
     readings = _readings(rows, key, examples)
-    missing = sorted({e.runs_dir for e in examples if not Path(e.runs_dir).is_dir()})
-    if missing:
-        raise RobenchError(f"the key's runs directory {missing[0]} does not exist (moved?); nothing was imported")
+    homes = {d: _readings_home(Path(d)) for d in sorted({e.runs_dir for e in examples})}
     imported = datetime.now(timezone.utc).isoformat(timespec="seconds")
     by_dir: dict[str, list[Reading]] = defaultdict(list)
     for e, r in zip(examples, readings):
         by_dir[e.runs_dir].append(r)
-    written = [write_readings(Path(d), key["study"], rs, imported) for d, rs in sorted(by_dir.items())]
+    written = [_write(homes[d], key["study"], rs, imported) for d, rs in sorted(by_dir.items())]
     return Imported(key["study"], summaries(examples, readings), written)
+
+
+def _readings_home(runs_dir: Path) -> Path:
+    """Where the readings of the key's `runs_dir` (`<results_dir>/runs`) go: where every reader of that results
+    directory looks (`robench.core.packed.readings_home`); a moved or missing folder is refused first."""
+    from robench.core.packed import readings_home
+
+    results = runs_dir.parent
+    if not results.is_dir():
+        what = "is not a folder" if results.exists() else "does not exist (moved?)"
+        raise RobenchError(f"the key's results directory {results} {what}; nothing was imported: put it back where "
+                           "the study was exported from")
+    return readings_home(results)
+
+
+def _write(home: Path, study: str, readings: list[Reading], imported: str) -> Path:
+    try:
+        return write_readings(home, study, readings, imported)
+    except OSError as exc:
+        raise RobenchError(f"cannot write the readings into {home} ({exc.strerror or exc}); nothing more was "
+                           f"imported: make {home} writable (or free space there) and import the sheet again"
+                           ) from exc
 
 
 def summaries(examples: list[Example], readings: list[Reading]) -> dict[tuple[str, str, str, str], Summary]:
@@ -265,49 +294,115 @@ def summaries(examples: list[Example], readings: list[Reading]) -> dict[tuple[st
     return out
 
 
+MAX_FILE = 64_000_000  # bytes: no key or sheet robench writes comes near (60 examples x 200 settings: ~10 MB)
+STUDY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # a study's name: a plain identifier, never a path
+ITEM = re.compile(r"[TP][0-9]{1,9}")
+
+
 def read_key(path: Path) -> dict[str, Any]:
+    """The key `robench annotate export` wrote, every field checked for its type and range (a key is a file
+    like any other: `study` names the readings file, so it must be an identifier, never a path)."""
+    data = read_bounded(Path(path), "key", MAX_FILE)
     try:
-        key = json.loads(Path(path).read_text(encoding="utf-8"))
-        if key.get("format") != KEY_FORMAT or not isinstance(key.get("items"), dict) or \
-                not isinstance(key.get("examples"), list) or not isinstance(key.get("study"), str):
-            raise ValueError("not a robench annotate key")
-        examples = [Example(**e) for e in key["examples"]]
-        if problem := _key_problem(key["items"], len(examples)):
+        key = json.loads(data.decode("utf-8"))
+        if problem := _key_problem(key):
             raise ValueError(problem)
-    except FileNotFoundError:
-        raise RobenchError(f"no key {path}: pass the key.json `robench annotate export` wrote") from None
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
-        raise RobenchError(f"{path} is not a key of `robench annotate export` ({exc})") from exc
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise RobenchError(f"{path} is not a key of `robench annotate export` ({excerpt(exc, 160, quote=False)}); "
+                           "pass the key.json export wrote with the sheet") from exc
     return key
 
 
-def _key_problem(items: dict[str, Any], examples: int) -> str | None:
+def _key_problem(key: Any) -> str | None:
+    """Why `key` is not a well-formed key, or None."""
+    if not isinstance(key, dict) or key.get("format") != KEY_FORMAT:
+        return f"not a key of format {KEY_FORMAT}"
+    if not isinstance(key.get("study"), str) or not STUDY.fullmatch(key["study"]):
+        return "'study' must be an identifier (letters, digits, '_', '-'), never a path"
+    for name in ("seed", "n"):
+        if not _is_int(key.get(name)):
+            return f"{name!r} must be an integer"
+    examples, items = key.get("examples"), key.get("items")
+    if not isinstance(examples, list) or not examples or not isinstance(items, dict):
+        return "'examples' must be a non-empty list and 'items' an object"
+    for i, e in enumerate(examples):
+        if problem := _example_problem(e):
+            return f"example {i}: {problem}"
+    return _items_problem(items, len(examples))
+
+
+EXAMPLE_TEXTS = ("task", "attack", "setting", "model", "gold", "original_text", "perturbed_text")
+
+
+def _example_problem(e: Any) -> str | None:
+    from robench.core.records import RUN_ID
+
+    names = {f.name for f in fields(Example)}
+    if not isinstance(e, dict) or set(e) != names:
+        return f"must have exactly the fields {', '.join(sorted(names))}"
+    if not isinstance(e["runs_dir"], str) or not Path(e["runs_dir"]).is_absolute() or \
+            Path(e["runs_dir"]).name != "runs":
+        return "'runs_dir' must be the absolute path of a results directory's runs/ folder"
+    if not isinstance(e["run_id"], str) or not RUN_ID.fullmatch(e["run_id"]) or len(e["run_id"]) > 200:
+        return "'run_id' must be a run id (a plain file name)"
+    if not _is_int(e["index"]) or e["index"] < 0:
+        return "'index' must be a non-negative integer"
+    if wrong := [k for k in EXAMPLE_TEXTS if not isinstance(e[k], str)]:
+        return f"{wrong[0]!r} must be a string"
+    labels = e["labels"]
+    if not isinstance(labels, list) or len(labels) < 2 or not all(isinstance(x, str) and x for x in labels) or \
+            len(set(labels)) != len(labels):
+        return "'labels' must be a list of at least two distinct label names"
+    if e["gold"] not in labels:
+        return "'gold' must be one of its 'labels'"
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _items_problem(items: dict[str, Any], examples: int) -> str | None:
     """Why the key's items do not give each example an original, an adversarial text and a pair, or None."""
     seen: dict[int, list[str]] = defaultdict(list)
-    for item in items.values():
-        if not isinstance(item, dict) or not isinstance(item.get("example"), int) or \
+    for name, item in items.items():
+        if not ITEM.fullmatch(name) or not isinstance(item, dict) or not _is_int(item.get("example")) or \
                 not 0 <= item["example"] < examples:
-            return "an item names no example of the key"
-        seen[item["example"]].append(item.get("role", "pair"))
+            return f"item {excerpt(name)} names no example of the key"
+        if set(item) == {"example", "role"} and item["role"] in (ORIGINAL, ADVERSARIAL) and name[0] == "T":
+            seen[item["example"]].append(item["role"])
+        elif set(item) == {"example", "adversarial_first"} and isinstance(item["adversarial_first"], bool) and \
+                name[0] == "P":
+            seen[item["example"]].append("pair")
+        else:
+            return f"item {excerpt(name)} is neither a text to label nor a pair to rate"
     if any(sorted(seen[i]) != [ADVERSARIAL, ORIGINAL, "pair"] for i in range(examples)):
         return "its items do not give each example an original, an adversarial text and a pair"
     return None
 
 
 def read_sheet(path: Path) -> list[dict[str, str]]:
+    """The rows of a filled sheet, its cells unescaped (`sheet_csv`); comma-separated, or semicolon-separated as
+    spreadsheets save it in some locales."""
+    data = read_bounded(Path(path), "sheet", MAX_FILE)
     try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            if missing := [c for c in COLUMNS if c not in header]:
-                raise RobenchError(f"{path} is not a rating sheet: it lacks the column(s) {', '.join(missing)} "
-                                   f"(a sheet has {', '.join(COLUMNS)})")
-            return [{k: (v or "").strip() if k in ("item", "label", "meaning", "fluent") else v or ""
-                     for k, v in row.items() if k in COLUMNS} for row in reader]
-    except FileNotFoundError:
-        raise RobenchError(f"no sheet {path}") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise RobenchError(f"{path} could not be read as a CSV sheet ({exc})") from exc
+        text = data.decode("utf-8-sig")
+        first = text.split("\n", 1)[0]
+        delimiter = ";" if first.count(";") >= len(COLUMNS) - 1 and "," not in first else ","
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+        header = reader.fieldnames or []
+        if missing := [c for c in COLUMNS if c not in header]:
+            raise RobenchError(f"{path} is not a rating sheet: it lacks the column(s) {', '.join(missing)} (a sheet "
+                               f"has {', '.join(COLUMNS)}, separated by commas); save it as CSV with those columns")
+        return [{k: _cell(k, v) for k, v in row.items() if k in COLUMNS} for row in reader]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise RobenchError(f"{path} could not be read as a CSV sheet ({exc}); save it as CSV (UTF-8)") from exc
+
+
+def _cell(column: str, value: Any) -> str:
+    """A sheet cell as a string, its formula escape undone; the answer columns also stripped of spaces."""
+    text = from_spreadsheet_cell(value if isinstance(value, str) else "")
+    return text.strip() if column in ("item", "label", "meaning", "fluent") else text
 
 
 def check_sheet(rows: list[dict[str, str]], key: dict[str, Any], examples: list[Example]) -> list[str]:

@@ -141,7 +141,7 @@ class Comparison:
 def compare(settings: list[Setting], runs_dir: Path, baseline: str,
             untrained: Mapping[str, str] | None = None) -> list[Comparison]:
     """Every non-baseline setting paired with each baseline setting that differs from it only in the model (a
-    single given checkpoint without such a peer: against the baseline's seeds attacked alike, `single`); the
+    given checkpoint without such a peer: each of its seeds against the baseline's seeds attacked alike, `single`); the
     family is every comparison returned, and each with a p-value gets its Holm-adjusted p-value. A seed at which
     either model's checkpoint did not train (`untrained`: run id -> warning; by default
     `robench.report.untrained.untrained_runs` of the settings' records) is left out of the pair."""
@@ -165,8 +165,9 @@ def compare(settings: list[Setting], runs_dir: Path, baseline: str,
             continue
         if peers := bases.get(s.peer, []):
             out += [paired(s, b, runs_dir, untrained) for b in peers]
-        elif len(s.records) == 1 and s.spec.get("checkpoint") is not None:  # one checkpoint of your own
-            out += [single(s, b, runs_dir, untrained) for b in by_attack.get(attack_setting_id(s.records[0]), [])]
+        elif s.spec.get("checkpoint") is not None:  # a checkpoint of your own: each of its seeds against the seeds
+            out += [single(replace(s, records=(r,)), b, runs_dir, untrained) for r in s.records
+                    for b in by_attack.get(attack_setting_id(r), [])]
     return with_holm(out)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord, find_record, read_examples, read_record
-from robench.core.registry import TASKS
 from robench.core.types import ExampleResult
+from robench.data import TASKS
 from robench.engine.words import split_words
 from robench.report.verify import record_fault
 

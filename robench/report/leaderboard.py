@@ -58,7 +58,7 @@ from robench.core.files import atomic_write
 from robench.core.hashing import content_hash
 from robench.core.packed import runs_to_read
 from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
-from robench.core.text import markdown_cell, spreadsheet_cell
+from robench.core.text import csv_name, markdown_cell
 from robench.report.compare import Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
 from robench.report.stats import ALPHA, INTERVAL_METRICS, LESS_ROBUST, MIN_SEEDS, MORE_ROBUST, NO_VERDICT
@@ -148,6 +148,9 @@ def load_records(runs_dir: Path) -> Records:
         else:
             current.append(rec)
     if not current and not older:
+        if present := len(list(Path(runs_dir).glob("*.json"))):
+            raise RobenchError(f"none of the {present} record file(s) in {runs_dir} is a usable run record (the "
+                               "warnings above say why): re-run those runs with --force, or restore their files")
         raise RobenchError(f"no run records in {runs_dir}; run `robench run` first")
     chosen = one_per_seed(current)
     return Records(runs_dir, chosen.kept, older, tuple((d.run_id, k.run_id) for d, k in chosen.replaced))
@@ -411,7 +414,7 @@ def checkpoint_markdown(table: pd.DataFrame) -> str:
         label = row["model_label"] if isinstance(row.get("model_label"), str) and row["model_label"] else "default"
         cells = [_text(row[k]) for k in ("task", "rank", "model")] + [_text(label)]
         cells += [_text(row[k]) for k in ("backbone", "train_size", "seeds")]
-        cells += [_text(row[k] or "–") for k in untrained] + [_metric_cell(row, "dev_accuracy")]
+        cells += [_seeds_cell(row[k]) for k in untrained] + [_metric_cell(row, "dev_accuracy")]
         cells += [_metric_cell(settings[n], "robust_accuracy") if pd.notna(settings[n].get("attack_label")) else "–"
                   for n in names]
         cells += [_metric_cell(row, m) for m in own]
@@ -460,7 +463,7 @@ def setting_markdown(table: pd.DataFrame) -> str:
                                                   if baseline else [])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in table.iterrows():
-        cells = [_text(row[k]) for k in ROW] + [_text(row[k] or "–") for k in untrained]
+        cells = [_text(row[k]) for k in ROW] + [_seeds_cell(row[k]) for k in untrained]
         cells += [format_interval(row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"], m in PERCENT)
                   if pd.notna(row.get(f"{m}_ci_low")) else
                   format_mean_std(row[f"{m}_mean"], row[f"{m}_std"], m in PERCENT, DIGITS.get(m, 1)) for m in metrics]
@@ -482,6 +485,13 @@ def _baseline_note(table: pd.DataFrame, family_columns: list[str]) -> str:
             f"Holm: adjusted over the family of {size} comparisons; starred: more or less robust (Holm p < {ALPHA:g}, "
             f"at least {MIN_SEEDS} matched seeds); in brackets why there is no verdict (insufficient seeds, no "
             "shared seeds, too few examples, no variation)")
+
+
+def _seeds_cell(seeds: object) -> str:
+    """An `untrained_seeds` value as a Markdown cell that cannot be read as a count: "seed 0", "seeds 2 4"."""
+    if not isinstance(seeds, str) or not seeds:
+        return "–"
+    return _text(("seeds " if " " in seeds else "seed ") + seeds)
 
 
 def _text(value) -> str:
@@ -509,6 +519,11 @@ def format_interval(mean: float | None, low: float, high: float, percent: bool, 
     return f"{mean * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
 
 
+def _p_text(p) -> str:
+    """A p-value as the tables print it; "–" without one (a column left out, or every cell alike)."""
+    return "–" if p is None or pd.isna(p) else f"{p:.3g}"
+
+
 def format_difference(row) -> str:
     """A row's paired difference from the baseline: "+2.1 [-1.0, +5.2] p=0.21 Holm 0.63", starred when the
     verdict is more or less robust, the reason in brackets where there is no verdict ("(insufficient seeds)")."""
@@ -519,8 +534,8 @@ def format_difference(row) -> str:
     low, high = row.get("robust_accuracy_diff_ci_low"), row.get("robust_accuracy_diff_ci_high")
     text = f"{100 * diff:+.1f}"
     if low is not None and pd.notna(low):
-        text += (f" [{100 * low:+.1f}, {100 * high:+.1f}] p={row['robust_accuracy_diff_p']:.3g} "
-                 f"Holm {row['robust_accuracy_diff_p_holm']:.3g}")
+        p, holm = row.get("robust_accuracy_diff_p"), row.get("robust_accuracy_diff_p_holm")
+        text += f" [{100 * low:+.1f}, {100 * high:+.1f}] p={_p_text(p)} Holm {_p_text(holm)}"
     if verdict in (MORE_ROBUST, LESS_ROBUST):
         return text + " *"
     return text + reason
@@ -534,11 +549,11 @@ def with_analysis(table: pd.DataFrame, analyses: pd.DataFrame) -> pd.DataFrame:
 
 
 def csv_text(table: pd.DataFrame) -> str:
-    """`table` as CSV, every text cell safe from spreadsheet formula injection (`spreadsheet_cell`): names come
-    from records."""
+    """`table` as CSV, every text cell and header safe from spreadsheet formula injection and row splitting
+    (`robench.core.text.csv_name`): names come from records."""
     text_columns = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
-    safe = table.assign(**{c: table[c].map(spreadsheet_cell) for c in text_columns})
-    return safe.to_csv(index=False, float_format="%.6f")
+    safe = table.assign(**{c: table[c].map(csv_name) for c in text_columns})
+    return safe.rename(columns=csv_name).to_csv(index=False, float_format="%.6f")
 
 
 def write_leaderboard(results_dir: Path, analyses: pd.DataFrame | None = None, baseline: str | None = None,

@@ -23,7 +23,7 @@ from typing import Iterable
 
 from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
-from robench.core.packed import READINGS_DIR
+from robench.core.packed import READINGS_DIR, shown_path
 from robench.core.records import read_examples
 from robench.report.stats import wilson_interval
 
@@ -152,7 +152,7 @@ def _parse(path: Path) -> tuple[str, list[Reading]]:
             raise ValueError(f"format {data.get('format')!r}, not {READINGS_FORMAT}")
         return str(data["imported"]), [_reading(row) for row in data["readings"]]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RobenchError(f"skipping readings file {path}: malformed ({exc}); re-import its sheet "
+        raise RobenchError(f"skipping readings file {shown_path(path)}: malformed ({exc}); re-import its sheet "
                            "(`robench annotate import`)") from exc
 
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from robench.core.errors import RobenchError
-from robench.core.packed import is_packed, unpack
+from robench.core.packed import READINGS_DIR, is_packed, unpack
 from robench.core.paths import Settings
 from robench.core.records import RunRecord, examples_path, iter_records, record_path
 from robench.report.identity import attack_setting_id
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 SHIPPED = ("reference", "reference-lowres", "reference-qnli")
 REFERENCE = "reference"  # the default protocol
 BASELINE = "bert"  # every published protocol's baseline
+log = logging.getLogger(__name__)
 
 
 def results_root() -> Path:
@@ -109,17 +111,29 @@ def require_published_resources(name: str, published: RunRecord, resolved: Resol
 
 
 def with_reference(runs_dir: Path, name: str, into: Path) -> Path:
-    """`into`/runs: links to protocol `name`'s records and to those of `runs_dir` at its attack settings (run
-    pages are written beside them, so `into` must not be a published results folder)."""
+    """`into`/runs: links to protocol `name`'s records and to those of `runs_dir` at its attack settings, and to
+    both folders' blind readings (run pages are written beside them, so `into` must not be a published results
+    folder). It is a folder of its own: one that holds anything but such links (your runs) is refused, and only
+    links to run and readings files are replaced. Each of your runs left out is named in a warning, with why."""
     published = reference_runs_dir(name)
     settings = {attack_setting_id(r) for r in baseline_records(name)}
-    mine = [r for r in iter_records(runs_dir) if attack_setting_id(r) in settings and r.spec.get("checkpoint")]
+    target = Path(into) / "runs"
+    _check_view(target, runs_dir, published)
+    mine = []
+    for r in iter_records(runs_dir):
+        why = None if attack_setting_id(r) in settings and r.spec.get("checkpoint") else \
+            "not a given checkpoint's run" if not r.spec.get("checkpoint") else \
+            f"its attack setting is none of protocol {name!r}'s (run it with `--protocol {name}`)"
+        if why:
+            log.warning("left out of --with-reference: run %s (%s %s): %s", r.run_id, r.spec.get("model"),
+                        r.spec.get("attack"), why)
+        else:
+            mine.append(r)
     if not mine:
         raise RobenchError(f"no run records in {runs_dir} at protocol {name!r}'s settings: run "
                            f"`robench run --checkpoint DIR --protocol {name}` first")
-    target = into / "runs"
     target.mkdir(parents=True, exist_ok=True)
-    for stale in target.iterdir():
+    for stale in [*target.glob("*.json"), *target.glob("*.csv"), *(target / READINGS_DIR).glob("*.json")]:
         if stale.is_symlink():
             stale.unlink()
     for folder, run_ids in ((published, [r.run_id for r in iter_records(published)]),
@@ -128,7 +142,30 @@ def with_reference(runs_dir: Path, name: str, into: Path) -> Path:
             for source in (record_path(folder, run_id), examples_path(folder, run_id)):
                 if source.is_file():
                     (target / source.name).symlink_to(source.resolve())
+    _link_readings([published, runs_dir], target / READINGS_DIR)
     return target
+
+
+def _check_view(target: Path, runs_dir: Path, published: Path) -> None:
+    """`target` may become the view: not your runs, not the published ones, and no folder that holds run files
+    of its own (only links to them)."""
+    where = target.resolve()
+    if where in (Path(runs_dir).resolve(), published.resolve()) or \
+            any(not p.is_symlink() for p in [*target.glob("*.json"), *target.glob("*.csv")]):
+        raise RobenchError(f"--output {target.parent}: --with-reference writes links to the published records into "
+                           f"{target}, which holds run records of its own; choose a folder of its own for --output "
+                           "(the default is RESULTS_DIR/with-reference)")
+
+
+def _link_readings(folders: list[Path], target: Path) -> None:
+    """Link each folder's readings files into `target` (a name taken twice gets the folder's index before it)."""
+    for i, folder in enumerate(folders):
+        for source in sorted((Path(folder) / READINGS_DIR).glob("*.json")):
+            target.mkdir(exist_ok=True)
+            link = target / source.name
+            if link.is_symlink() or link.exists():
+                link = target / f"{i}-{source.name}"
+            link.symlink_to(source.resolve())
 
 
 def _plain(obj):

@@ -29,7 +29,7 @@ replication unit, crossed with the example. Both are random.
 * `exact_sign_pvalue`: the exact one-sided sign (McNemar) test on the discordant examples of ONE trained model
   under two attacks, conditional on that checkpoint (`robench.report.worstcase.blackbox_stronger`).
 
-MIN_SEEDS and the choice of the estimators come from simulation (`robench.report.verdict_simulation`,
+MIN_SEEDS and the choice of the estimators come from simulation (`studies/verdict_simulation.py`,
 docs/studies/statistics.md): at S = 3 the Satterthwaite test's size reached 7.6-7.9% in some fitted scenarios; from
 S = 4 the test's size stays within [2.5%, 7.5%] and Holm's family-wise error over 25 comparisons below 5% on the
 AdvGLUE fit (tests/test_verdict_simulation.py).
@@ -232,7 +232,7 @@ def tail_quantile(probability: float, seed_share: np.ndarray, seed_df: int) -> n
 def paired_arrays(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The vectorised paired test of complete (..., S, n) tables of per-example differences (-1, 0, +1):
     (mean, se, seed_share, p); p is nan where every cell is alike (no variation, se 0). The simulation
-    (`robench.report.verdict_simulation`) calls this same function."""
+    (`studies/verdict_simulation.py`) calls this same function."""
     diffs = np.asarray(diffs)
     seeds = diffs.shape[-2]
     value = diffs.mean((-2, -1), dtype=np.float64)

@@ -3,7 +3,8 @@
 A record written since the rule carries its checks (`metrics.chance`). An older one is checked here: its clean
 accuracy from its per-example CSV (the attacked examples' labels), its dev accuracy against the dev split's
 labels read from the data directory (`$ROBENCH_DATA_DIR`; without one, or for a task read from files, only the
-clean check applies).
+clean check applies). A record none of whose checks has the examples to tell is not flagged: `unchecked_runs`
+names it ("too few examples to check training") and comparisons keep its seed.
 """
 from __future__ import annotations
 
@@ -14,20 +15,31 @@ from typing import Iterable
 
 from robench.core.errors import RobenchError
 from robench.core.records import RunRecord, read_examples
-from robench.runs.chance import ChanceCheck, check, untrained
+from robench.runs.chance import ChanceCheck, check, unchecked, untrained
 
 
 def untrained_runs(records: Iterable[RunRecord], runs_dir: Path, data_dir: Path | None = None) -> dict[str, str]:
     """Run id -> the warning of each record whose checkpoint did not train."""
-    if data_dir is None:
-        from robench.core.paths import resolve_settings
-
-        data_dir = resolve_settings().data_dir
+    data_dir = _data_dir(data_dir)
     out = {}
     for rec in records:
         if failed := untrained(record_checks(rec, runs_dir, data_dir)):
             out[rec.run_id] = "; ".join(c.warning() for c in failed)
     return out
+
+
+def unchecked_runs(records: Iterable[RunRecord], runs_dir: Path, data_dir: Path | None = None) -> dict[str, str]:
+    """Run id -> "too few examples to check training (...)" for each record that no check can tell about."""
+    data_dir = _data_dir(data_dir)
+    return {rec.run_id: note for rec in records if (note := unchecked(record_checks(rec, runs_dir, data_dir)))}
+
+
+def _data_dir(data_dir: Path | None) -> Path | None:
+    if data_dir is None:
+        from robench.core.paths import resolve_settings
+
+        data_dir = resolve_settings().data_dir
+    return data_dir
 
 
 def record_checks(record: RunRecord, runs_dir: Path, data_dir: Path | None) -> list[ChanceCheck | None]:
@@ -61,7 +73,7 @@ def _built_in_local(record: RunRecord) -> bool:
 def _dev_labels(task: str | None, data_dir: Path | None) -> tuple[int, ...] | None:
     if task is None or data_dir is None:
         return None
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split
 
     try:

@@ -40,8 +40,28 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
+def fluency_facts(metrics: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) lines of the run's LM fluency estimate (robench.engine.fluency), [] without one."""
+    fluency = metrics.get("fluency")
+    if not isinstance(fluency, dict):
+        return []
+    label = "LM-judged fluent share (an estimate, not a reading)"
+    if fluency.get("unavailable"):
+        return [(label, f"not estimated: {fluency['unavailable']}")]
+    if fluency.get("lm_fluent_share") is None:
+        return [(label, "no successful examples")]
+    calib = fluency["calibration"]
+    low, high = calib["auc_interval"]
+    return [(label, f"{_pct(fluency['lm_fluent_share'])} of {fluency['scored']} successful examples (calibrated on "
+                    f"{calib['pairs']} read pairs; AUC {calib['auc']:.2f} [{low:.2f}, {high:.2f}])")]
+
+
 def validity_facts(metrics: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, value) lines of the audit, [] without one."""
+    """(label, value) lines of the audit and the fluency estimate, [] without either."""
+    return _audit_facts(metrics) + fluency_facts(metrics)
+
+
+def _audit_facts(metrics: dict[str, Any]) -> list[tuple[str, str]]:
     from robench.engine.audit import is_stale
 
     audit = metrics.get("validity")

@@ -127,7 +127,7 @@ def _subset_of(record: RunRecord) -> tuple:
 
 
 def _split_texts(task_name: str, source: str, data_dir: str | None) -> list[str] | None:
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
     from robench.data.loading import load_split, texts_of
 
     try:

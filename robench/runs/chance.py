@@ -2,10 +2,12 @@
 
 The rule (docs/guide/statistics.md, "A checkpoint that did not train"): a checkpoint *trained* when, on its whole dev
 split and on the examples it was attacked on (where the attack has a clean accuracy), the 95% Wilson lower bound
-of its accuracy is more than MARGIN above the majority-class rate of those same examples. An accuracy the
-interval cannot put MARGIN above always answering the commonest label is flagged: the run summary, the record
-(`metrics.chance`), the leaderboard (`untrained_seeds`), the page and `compare` say so, and paired comparisons
-leave such seeds out (`robench.report.compare`).
+of its accuracy is more than MARGIN above the majority-class rate of those same examples. A check on fewer than
+MIN_CHECK_EXAMPLES examples cannot tell (a trained checkpoint would fail it by chance) and is not applied. An
+accuracy the interval cannot put MARGIN above always answering the commonest label is flagged: the run summary,
+the record (`metrics.chance`), the leaderboard (`untrained_seeds`), the page and `compare` say so, and paired
+comparisons leave such seeds out (`robench.report.compare`). A checkpoint with no check that can tell (no dev
+split, and fewer attacked examples than that) is kept, with the warning TOO_FEW_TO_CHECK.
 """
 from __future__ import annotations
 
@@ -16,6 +18,11 @@ from typing import Any, Sequence
 
 MARGIN = 0.05  # points above the majority-class rate the interval's lower bound must clear
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
+# The fewest examples a check needs to tell (docs/guide/statistics.md): with 100, a checkpoint at 75% on balanced labels
+# (25 points above the majority rate) fails the rule in 0.9% of draws, one at 84% (bert on SST-2) in none; with 20,
+# in 59% and 21%.
+MIN_CHECK_EXAMPLES = 100
+TOO_FEW_TO_CHECK = "too few examples to check training"
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,11 @@ class ChanceCheck:
     examples: int
     majority_rate: float  # the share of the commonest label among those examples
     lower_bound: float  # the 95% Wilson lower bound of `accuracy`
+
+    @property
+    def can_tell(self) -> bool:
+        """Whether the check has the examples to tell a checkpoint that trained from one that did not."""
+        return self.examples >= MIN_CHECK_EXAMPLES
 
     @property
     def trained(self) -> bool:
@@ -65,5 +77,14 @@ def check(what: str, accuracy: float, labels: Sequence[int]) -> ChanceCheck | No
 
 
 def untrained(checks: Sequence[ChanceCheck | None]) -> list[ChanceCheck]:
-    """The checks that fail the rule."""
-    return [c for c in checks if c is not None and not c.trained]
+    """The checks that fail the rule, among those with the examples to tell."""
+    return [c for c in checks if c is not None and c.can_tell and not c.trained]
+
+
+def unchecked(checks: Sequence[ChanceCheck | None]) -> str | None:
+    """TOO_FEW_TO_CHECK, with the examples each check had, when there are checks and none can tell (else None)."""
+    present = [c for c in checks if c is not None]
+    if not present or any(c.can_tell for c in present):
+        return None
+    had = ", ".join(f"{c.examples:,} {'dev' if c.what == 'dev' else 'attacked'}" for c in present)
+    return f"{TOO_FEW_TO_CHECK} ({had}; a check needs {MIN_CHECK_EXAMPLES}): kept in comparisons"

@@ -8,7 +8,7 @@
   label order unless `label_map` says otherwise). robench cannot hash a function, so you name it
   (`name=`) and the record says the identity is user-declared: a changed function needs a new name.
 
-A classifier's identity is its weights, label names and tokenizer content (`robench.training.weights`): the same
+A classifier's identity is its weights, label names and tokenizer content (`robench.classifier.weights`): the same
 weights by path, hub id or in memory give one run id and one leaderboard row. All three return the same
 `RunRecord` as `robench.run` and write to the same results directory.
 """
@@ -22,16 +22,16 @@ from rich.console import Console
 from torch import nn
 
 from robench.classifier.victim import BaseVictim, CallableVictim, Victim, defended
+from robench.classifier.weights import weights_sha256
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings, resolve_settings
 from robench.core.progress import phase
 from robench.core.records import RunRecord
 from robench.runs import runner
+from robench.runs.given import display_name, label_order, parse_label_map
 from robench.runs.options import RunOptions, specs
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.runner import PreparedModel, dev_accuracy
-from robench.training.given import display_name, label_order, parse_label_map
-from robench.training.weights import weights_sha256
 
 ModelFunction = Callable[[list], Any]  # list[str] | list[tuple[str, str]] -> logits
 # the run options that apply to a model robench does not train (robench.runs.options.RunOptions)
@@ -62,6 +62,7 @@ def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = Non
         raise RobenchError(f"robench.evaluate attacks a trained model: option(s) {unknown} do not apply (options: "
                            f"{', '.join(OPTIONS)})")
     values = {"attack": "textfooler", **options}
+    check_name(name)
     if isinstance(model, (str, Path)):
         if tokenizer is not None:
             raise RobenchError("a checkpoint path brings its own tokenizer: drop the tokenizer argument (or pass "
@@ -84,6 +85,16 @@ def evaluate(model: str | Path | nn.Module | ModelFunction, tokenizer: Any = Non
                              label_order=order)
 
     return runner.run_resolved(resolved, device, console, force, prepare=prepare)
+
+
+def check_name(name: object) -> None:
+    """`name=` is a plain one-line name: it becomes a row of CSV and Markdown tables and a run's label, where a
+    control character (a carriage return splits a CSV row) has no place."""
+    from robench.core.text import excerpt, terminal_safe
+
+    if name is not None and (not isinstance(name, str) or terminal_safe(name) != name or len(name) > 200):
+        raise RobenchError(f"name={excerpt(name, 60)}: a name is one line of at most 200 characters without control "
+                           "characters (it labels table rows); pass a plain name")
 
 
 def _identity(model: Any, tokenizer: Any, name: str | None) -> dict[str, Any]:

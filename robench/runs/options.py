@@ -64,12 +64,12 @@ def specs(options: RunOptions, settings: Settings, given: Mapping[str, Any] | No
     data directory is set, else the hub), a task file's definition, a checkpoint's identity. `given`: the RunSpec
     fields (`checkpoint`, `model`, `backbone`) of an in-memory model or function to attack
     (`robench.runs.evaluate`), which, like `--checkpoint`, trains nothing."""
-    read = {"data_source": options.data_source or ("local" if settings.data_dir is not None else "hub")}
+    read = {"data_source": data_source(options.data_source, settings)}
     read.update(task_fields(options, settings))
     if options.checkpoint:
         if options.model is not None:
             raise RobenchError("--checkpoint attacks a trained model as it is; drop --model")
-        from robench.training.given import checkpoint_fields
+        from robench.runs.given import checkpoint_fields
 
         given = checkpoint_fields(options.checkpoint, options.label_map, settings.cache_dir)
     elif given is not None:
@@ -89,7 +89,7 @@ def build_specs(options: RunOptions, read: Mapping[str, Any] | None = None,
     train_size = preset.train_size if options.train_size is None else _size(options.train_size)
     eval_size = preset.eval_size(options.attack) if options.eval_size is None else _size(options.eval_size)
     common: dict[str, Any] = dict(task=options.task, model=options.model or "bert", backbone=options.backbone,
-                                  train=_train_config(options, preset), data_source=options.data_source or "local")
+                                  train=_train_config(options, preset), data_source=data_source(options.data_source))
     common.update(read or {})
     if given is not None:
         common.update(given, train=TrainConfig(max_length=options.max_length))
@@ -100,6 +100,12 @@ def build_specs(options: RunOptions, read: Mapping[str, Any] | None = None,
             for seed in options.seeds]
 
 
+def data_source(given: str | None, settings: Settings | None = None) -> str:
+    """The data a run reads: `given`, else "local" when a data directory is set (or no settings are known), else
+    "hub". The one place this default lives."""
+    return given or ("local" if settings is None or settings.data_dir is not None else "hub")
+
+
 def comma_list(text: str | None) -> list[str] | None:
     """`a, b,c` -> ["a", "b", "c"] (None for no text): the comma-separated flags (--labels, --text-column, ...)."""
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
@@ -107,7 +113,7 @@ def comma_list(text: str | None) -> list[str] | None:
 
 def _label_map(label_map: str | Mapping[int, str] | None) -> dict[str, str] | None:
     """A label map as a spec records it: `{"0": "negative", ...}` (None: the model's own label names)."""
-    from robench.training.given import parse_label_map
+    from robench.runs.given import parse_label_map
 
     parsed = parse_label_map(label_map)
     return {str(k): v for k, v in parsed.items()} if parsed is not None else None

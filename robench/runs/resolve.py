@@ -12,18 +12,41 @@ from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.params import make_params
 from robench.core.paths import Settings
-from robench.core.registry import TASKS
-from robench.core.types import Split, Task
+from robench.core.types import Source, Split, Task
+from robench.data import TASKS
 from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
 from robench.data.loading import load_split, subset_indices
 from robench.engine.attack import ATTACKS, AttackRecipe
+from robench.runs.given import checkpoint_label_order, parse_label_map
 from robench.runs.spec import MAX_SEED, RunSpec
 from robench.training.defense import ComposedDefense, resolve_model
-from robench.training.given import checkpoint_label_order, parse_label_map
 
 log = logging.getLogger(__name__)
 MAX_ATTACK_WORDS = 2_000  # longest text a word-level search attack takes (robench.runs.resolve.check_attack_lengths)
+
+
+class SplitReader:
+    """The run's data, each split read once (`robench.data.loading.load_split`) and kept: "train", "eval", and
+    "attacked" (the split the attack draws from). Resolving reads through it, and the resolved run carries it, so
+    training and the attack reuse what resolving read."""
+
+    def __init__(self, task: Task, settings: Settings, source: Source, read: dict[str, Any] | None = None) -> None:
+        self.task, self.settings, self.source = task, settings, source
+        self.read: dict[str, Any] = dict(read or {})
+
+    def __call__(self, name: Split) -> Any:
+        """The task's `name` split."""
+        if name not in self.read:
+            self.read[name] = load_split(self.task, name, self.settings.data_dir, self.source)
+        return self.read[name]
+
+    def attacked(self, recipe: AttackRecipe | None) -> Any:
+        """The split the attack draws its examples from: the recipe's own (AdvGLUE's) or the task's eval split."""
+        if "attacked" not in self.read:
+            own = recipe.examples if recipe is not None else None
+            self.read["attacked"] = self("eval") if own is None else own(self.task, self.settings, self.source)
+        return self.read["attacked"]
 
 
 @dataclass(frozen=True)
@@ -37,25 +60,18 @@ class ResolvedRun:
     model_params: dict[str, Any]  # the defense's hyperparameters, defaults filled in
     backbone: Backbone | None  # None: the run attacks a given model
     train_data: str  # fingerprint of the task's train and eval data
+    data: SplitReader = field(compare=False, repr=False)  # the data the run has read so far, each split once
     recipe: AttackRecipe | None = None  # None: training only
     attack_params: Any = None  # the recipe's params dataclass
     label_order: tuple[int, ...] | None = None  # a saved checkpoint's output for each task label
-    # the data the run has read so far, by split ("train", "eval", "attacked"): each is read once per run
-    splits: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def split(self, name: Split) -> Any:
-        """The task's `name` split (`robench.data.loading.load_split`), read on first use and kept with the run."""
-        if name not in self.splits:
-            self.splits[name] = load_split(self.task, name, self.settings.data_dir, self.spec.data_source)
-        return self.splits[name]
+        """The task's `name` split, read on first use and kept with the run."""
+        return self.data(name)
 
     def attacked_split(self) -> Any:
         """The split the attack draws its examples from: the recipe's own (AdvGLUE's) or the task's eval split."""
-        if "attacked" not in self.splits:
-            own = self.recipe.examples if self.recipe is not None else None
-            self.splits["attacked"] = self.split("eval") if own is None else \
-                own(self.task, self.settings, self.spec.data_source)
-        return self.splits["attacked"]
+        return self.data.attacked(self.recipe)
 
     def resource_identity(self) -> dict[str, Any]:
         """The identity of every resource the attack reads (robench.engine.resources.identity), as it is now: the
@@ -87,7 +103,7 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
                            "existing model with --checkpoint (robench.evaluate in Python), or add a train file")
     splits: dict[str, Any] = {}
     task = resolve_task(spec, splits)
-    read = _reader(task, settings, spec.data_source, splits)
+    read = SplitReader(task, settings, spec.data_source, splits)
     defense, model_params, backbone, order = None, {}, None, None
     if spec.trains:
         defense = resolve_model(spec.model)
@@ -119,18 +135,8 @@ def resolve_run(spec: RunSpec, settings: Settings, attack: bool = True) -> Resol
                                                        defense.resolve_params({}) if defense is not None else {}),
                                attack_params=_canonical(spec.attack_params, dataclasses.asdict(attack_params)
                                                         if attack_params is not None else {}, _attack_defaults(recipe)))
-    return ResolvedRun(spec, settings, task, defense, model_params, backbone, train_data, recipe, attack_params,
-                       order, splits)
-
-
-def _reader(task: Task, settings: Settings, source: str, splits: dict[str, Any]) -> Callable[[Split], Any]:
-    """Reads each split of the run's data once (into `splits`, which the resolved run keeps)."""
-    def read(split: Split) -> Any:
-        if split not in splits:
-            splits[split] = load_split(task, split, settings.data_dir, source)
-        return splits[split]
-
-    return read
+    return ResolvedRun(spec, settings, task, defense, model_params, backbone, train_data, read, recipe, attack_params,
+                       order)
 
 
 def _canonical(given: dict[str, Any], resolved: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

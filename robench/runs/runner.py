@@ -23,15 +23,16 @@ from robench.core.text import excerpt
 from robench.core.types import ExampleResult, Task
 from robench.data.loading import column, subset_indices, texts_of
 from robench.engine.attack import AttackContext
+from robench.engine.fluency import run_fluency
 from robench.engine.metrics import textattack_metrics
 from robench.engine.resources.identity import identity_digest
 from robench.engine.words import join_fields
 from robench.runs import chance
 from robench.runs.estimate import CostEstimate, estimate
+from robench.runs.given import load_victim
 from robench.runs.resolve import ResolvedRun, resolve_run
 from robench.runs.spec import RunSpec
 from robench.runs.store import RunStore, git_commit, hyperparameters_hash, now, package_versions
-from robench.training.given import load_victim
 from robench.training.loop import TrainedModel, checkpoint_key, fine_tune, is_cached
 
 OnEstimate = Callable[[CostEstimate], None]
@@ -239,14 +240,12 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     split = resolved.attacked_split()
     rows = subset_indices(len(split), spec.eval_size, spec.eval_seed)  # never the training seed: paired runs
     eval_data = split if len(rows) == len(split) else split.select(rows)
-    ctx = AttackContext(spec, task, model.victim, settings, eval_data, model.dev_accuracy, {}, store.append,
-                        console)
     if force:
         store.partial_path.unlink(missing_ok=True)
     made_with = hyperparameters_hash(resolved.hyperparameters())
     identity = resolved.resource_identity() if identity is None else identity
     resources_made_with = identity_digest(identity)
-    done = ctx.done = store.load_partial(_matches(eval_data, task), made_with, resources_made_with)
+    done = store.load_partial(_matches(eval_data, task), made_with, resources_made_with)
 
     def record_progress(result: ExampleResult) -> None:  # the cost so far travels with each result
         if result.status == "error":  # an error is not a result: a resumed attack tries the example again
@@ -255,7 +254,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
                               "victim_queries": done.victim_queries + model.victim.model_evaluations,
                               "made_with": made_with, "resources": resources_made_with})
 
-    ctx.record = record_progress
+    ctx = AttackContext(spec, task, model.victim, settings, eval_data, model.dev_accuracy, done, record_progress,
+                        console, split=split)
     PHASES.info("attacking %d examples with %s (its resources load first)", len(rows), spec.attack)
     try:
         output = recipe.attack(ctx, resolved.attack_params)
@@ -273,6 +273,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     if recipe.word_swaps:
         with phase("auditing the swaps against the lexicon"):
             metrics["validity"] = validity_audit(results, settings, output.resources)
+    with phase("scoring the successful examples' fluency with the language model"):
+        metrics["fluency"] = run_fluency(results, settings, device)
     seconds = time.perf_counter() - start
     data = {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
             "task_note": task.note or None, "fingerprint": spec.data_fingerprint,

@@ -73,7 +73,7 @@ class RunSpec:
     # changes when the data does (None: not resolved yet)
     data_fingerprint: str | None = None
     # A model that robench does not train: a saved checkpoint, an in-memory model or a function, identified
-    # by the hash of its weights (or a user-declared name); see robench.training.given and robench.runs.evaluate.
+    # by the hash of its weights (or a user-declared name); see robench.runs.given and robench.runs.evaluate.
     checkpoint: dict[str, Any] | None = None
     # A task read from the user's files (robench.data.file_tasks): its definition and the files' SHA-256.
     task_source: dict[str, Any] | None = None
@@ -113,7 +113,7 @@ OPTIONAL = ("checkpoint", "task_source")  # left out of the run id when unset, s
 
 def identity_view(spec: dict[str, Any]) -> dict[str, Any]:
     """What identifies a run of `spec` (a spec dict): a given model identified by its weights
-    (`robench.training.weights`) is those weights and its label map, whatever its name, path or route
+    (`robench.classifier.weights`) is those weights and its label map, whatever its name, path or route
     (`--checkpoint DIR`, `robench.evaluate(model, tokenizer)`); its model is `weights@<8 hex>`. Other specs
     (robench-trained models, older records, functions) are their own identity."""
     given = spec.get("checkpoint") or {}

@@ -219,3 +219,13 @@ def natural_filters_identity(settings: Settings, variant: str) -> Identity:
     from robench.engine.natural import natural_identity
 
     return natural_identity(settings)
+
+
+@declare("causal-lm")
+def causal_lm_identity(settings: Settings, variant: str) -> Identity:
+    """The fluency constraint's language model by its file's SHA-256 (or the folder `ROBENCH_LANGUAGE_MODEL`
+    names, by its weights')."""
+    from robench.engine.resources.causal_lm import lm_source
+
+    source = lm_source(settings)
+    return {"name": source.name, "sha256": source.sha256}

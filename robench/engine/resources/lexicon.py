@@ -171,7 +171,7 @@ class CachedWordNet:
     def reader(self):
         """NLTK's WordNet reader (about 10 s to load)."""
         with phase("loading WordNet (about 10 s)"):
-            return _wordnet(self._settings)
+            return wordnet_reader(self._settings)
 
     def synsets(self, word: str, pos: str | None = None) -> list:
         return self.reader.synsets(word, pos=pos)
@@ -185,7 +185,8 @@ def _morphology(wn) -> dict[str, Any]:
                           for lemma, by_pos in wn._lemma_pos_offset_map.items()}}
 
 
-def _wordnet(settings: Settings):
+def wordnet_reader(settings: Settings):
+    """NLTK's WordNet reader from the data dir's nltk_data, loaded (a RobenchError when WordNet is not there)."""
     from robench.engine.resources.nltk_data import nltk_data_dir
 
     nltk_data_dir(settings)
@@ -297,7 +298,7 @@ def _build_relations(settings: Settings, inputs: dict[str, Path]) -> dict[str, A
     ppdb: dict[str, set[str]] = {}
     for a, b in read_pairs(inputs["ppdb"]):
         _add(ppdb, a, b)
-    wn = _wordnet(settings)
+    wn = wordnet_reader(settings)
     wn_syn, ant, indirect, ranks = _wordnet_relations(wn)
     for rel in ANTONYM_FILES:
         for a, b in read_pairs(inputs[rel]):

@@ -20,7 +20,7 @@ simulated moments (common random numbers). `rejection_rate` runs the verdict rul
 `robench.report.stats` (the same `paired_arrays`, ALPHA and MIN_SEEDS as `robench compare`) on simulated
 pairs of models; `familywise_rate` runs Holm over 25 comparisons with one shared baseline; `detectable_power`
 measures the power at the difference `detectable_difference` prints.
-`python -m robench.report.verdict_simulation [RESULTS_DIR [REPS]]` prints the fit and the size and power tables of
+`python studies/verdict_simulation.py [RESULTS_DIR [REPS]]` prints the fit and the size and power tables of
 docs/studies/statistics.md (defaults: the v2 reference's records, results/evidence-cpu/reference-v2; 4,000
 repetitions for the size, a quarter for power).
 """
@@ -314,5 +314,5 @@ def main(results_dir: str = "results/evidence-cpu/reference-v2", reps: int = 400
                                  table(model, shift, seeds, examples, cell_reps)))
 
 
-if __name__ == "__main__":  # python -m robench.report.verdict_simulation [RESULTS_DIR [REPS]] (not a command)
+if __name__ == "__main__":  # python studies/verdict_simulation.py [RESULTS_DIR [REPS]] (not a command)
     main(*sys.argv[1:2], *(int(a) for a in sys.argv[2:3]))

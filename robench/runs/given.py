@@ -18,11 +18,11 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from robench.classifier.victim import BaseVictim, Victim, defended
+from robench.classifier.weights import folder_weights_sha256
 from robench.core.errors import RobenchError
 from robench.core.hashing import files_sha256
 from robench.core.text import excerpt
 from robench.core.types import Task
-from robench.training.weights import folder_weights_sha256
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")  # the first pattern that matches names the weight files
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "*.model")
@@ -53,7 +53,7 @@ def checkpoint_dir(location: str) -> Path:
 
 def describe_checkpoint(location: str, cache_dir: Path | None = None) -> dict[str, Any]:
     """What a RunSpec records about a checkpoint: where it is and its identity, the hash of its weights, label
-    names and tokenizer content (`robench.training.weights`; the same weights in memory get the same), cached
+    names and tokenizer content (`robench.classifier.weights`; the same weights in memory get the same), cached
     by the hash of its weight, config and tokenizer files (a robench checkpoint's training.json left out)."""
     folder = checkpoint_dir(location)
     weights = _weight_files(location, folder)
@@ -145,7 +145,9 @@ def _first_line(exc: Exception) -> str:
 def display_name(name: str, sha256: str) -> str:
     """`checkpoint:<name>@<first 8 hex of the weights' identity>`: the name a leaderboard row shows (the run id
     and the row's identity leave the name out: `robench.runs.spec.identity_view`)."""
-    return f"checkpoint:{Path(name).name or name}@{sha256[:8]}"
+    from robench.core.text import terminal_safe
+
+    return f"checkpoint:{terminal_safe(Path(name).name or name)}@{sha256[:8]}"  # a folder's name may hold controls
 
 
 def register_architectures() -> None:
@@ -218,10 +220,15 @@ def label_order(outputs: Sequence[str], task: Task, label_map: Mapping[int, str]
 
 
 def checkpoint_label_order(location: str, task: Task, label_map: Mapping[int, str] | None) -> tuple[int, ...]:
+    """The checkpoint's outputs in the task's label order: by its `id2label` names whenever it names its labels
+    (whatever the task or file is called); only a robench checkpoint of a built-in task with generic names
+    (written before robench named them) is taken in its training task's order."""
     config = load_config(location)
     outputs = [config.id2label[i] for i in range(config.num_labels)]
-    if label_map is None and config.num_labels == task.num_labels and _trained_on(location, task):
-        return tuple(range(task.num_labels))  # a robench checkpoint of this task (older ones have generic names)
+    generic = all(re.fullmatch(r"label_?\d+", _norm(n)) for n in outputs)
+    if label_map is None and generic and task.uses_data_dir and config.num_labels == task.num_labels and \
+            _trained_on(location, task):
+        return tuple(range(task.num_labels))
     return label_order(outputs, task, label_map, f"checkpoint {location}")
 
 

@@ -1,0 +1,125 @@
+"""Fluency by a causal language model: a constraint for the search, and an estimate for every run (issue 57).
+
+The score of an adversarial text is `log p(adversarial) - log p(original)` under SmolLM2-135M
+(`robench.engine.resources.causal_lm`): each the whole text, so the words after the swap are read too, unlike
+TextAttack's `LanguageModelConstraint` (Alzantot et al., "Generating Natural Language Adversarial Examples",
+EMNLP 2018, with the Google 1B LM; GPT-2 in TextAttack), which scores the swapped word from its left context. A
+blind reading's "fluent" separates by it at the AUC of `fluency_calibration.json` (`studies/lm_fluency.py`).
+
+* `Fluency`: the constraint. A swap may not lower the text's log-probability by more than `max_drop` nats
+  against the original text. The search asks it last and lazily (`robench.engine.search.WordSwapSearch`): only
+  for the candidates it would take, in the order it would take them, after the sentence encoder, so its cost
+  follows the accepted swaps, not the candidate pool.
+* `LogProbCache`: the "lm" service the engine batches across examples (each distinct text scored once).
+* `fluency_estimate`: the LM-judged fluent share of a run's successful examples: the mean, over them, of the
+  readers' fluent share in the score band each falls in, with the calibration it rests on.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources as package_files
+from pathlib import Path
+from typing import Any, Generator, Sequence
+
+from robench.engine.attack import Profile
+from robench.engine.scheduler import Request
+
+BANDS: tuple[tuple[float, float], ...] = ((-math.inf, -8.0), (-8.0, -4.0), (-4.0, -2.0), (-2.0, 0.0), (0.0, math.inf))
+CALIBRATION_FILE = Path(str(package_files.files("robench.engine") / "fluency_calibration.json"))
+
+
+def band_of(score: float) -> int:
+    """The index of the band (low, high] that holds `score`; the last band is [0, inf)."""
+    for k, (low, high) in enumerate(BANDS):
+        if score <= high or k == len(BANDS) - 1:
+            return k
+    return len(BANDS) - 1
+
+
+@dataclass(frozen=True)
+class Fluency:
+    """log p(candidate) - log p(original) >= -`max_drop` (nats, whole texts); `lm` scores texts (its `source`
+    names it in the record)."""
+
+    max_drop: float
+    lm: Any = field(repr=False, compare=False, default=None)  # .log_probs(texts) -> floats; .source
+
+    def passes(self, original: float, candidate: float) -> bool:
+        return candidate - original >= -self.max_drop
+
+
+def fluency_checks(fluency: Fluency | None, original: str, candidates: Sequence[str]
+                   ) -> Generator[Request, Any, list[bool]]:
+    """Whether each candidate text passes (all pass without a constraint); one "lm" request."""
+    if fluency is None or not candidates:
+        return [True] * len(candidates)
+    scores = yield Request("lm", [original, *candidates])
+    return [fluency.passes(scores[0], s) for s in scores[1:]]
+
+
+class LogProbCache:
+    """The "lm" service: log-probabilities of texts, each distinct text scored once; `profile` counts texts."""
+
+    def __init__(self, lm: Any, profile: Profile | None = None) -> None:
+        self.lm, self.profile = lm, profile or Profile()
+        self._cache: dict[str, float] = {}
+
+    def __call__(self, texts: list[str]) -> list[float]:
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if todo:
+            self.profile.count("lm texts", len(todo))
+            self._cache.update(zip(todo, self.lm.log_probs(todo)))
+        return [self._cache[t] for t in texts]
+
+
+@functools.lru_cache(maxsize=1)
+def calibration() -> dict[str, Any]:
+    """The shipped calibration (`studies/lm_fluency.py --write`): readers' fluent counts per band, the AUC."""
+    return json.loads(CALIBRATION_FILE.read_text())
+
+
+def band_shares(calib: dict[str, Any]) -> list[float]:
+    """The readers' fluent share per band (a band no read pair fell in borrows its nearest read neighbour's)."""
+    shares = [b["fluent"] / b["n"] if b["n"] else None for b in calib["bands"]]
+    for k, share in enumerate(shares):
+        if share is None:
+            near = sorted((abs(j - k), s) for j, s in enumerate(shares) if s is not None)
+            shares[k] = near[0][1]
+    return shares
+
+
+def fluency_estimate(scores: Sequence[float]) -> dict[str, Any]:
+    """The LM-judged fluent share of successful examples with fluency scores `scores`, and what it rests on."""
+    calib = calibration()
+    shares = band_shares(calib)
+    estimate = sum(shares[band_of(s)] for s in scores) / len(scores) if scores else None
+    return {"lm_fluent_share": None if estimate is None else round(estimate, 4), "scored": len(scores),
+            "method": "mean over the successful examples of the readers' fluent share in the score band of "
+                      "log p(adversarial) - log p(original) (an estimate, not a reading)",
+            "calibration": {"auc": calib["auc"], "auc_interval": calib["auc_interval"], "pairs": calib["pairs"],
+                            "bands": [{**b, "share": round(s, 4)} for b, s in zip(calib["bands"], shares)]}}
+
+
+def score_pairs(lm: Any, pairs: Sequence[tuple[str, str]]) -> list[float]:
+    """log p(adversarial) - log p(original) of each (original, adversarial) pair."""
+    logp = lm.log_probs([t for pair in pairs for t in pair])
+    return [adv - orig for orig, adv in zip(logp[0::2], logp[1::2])]
+
+
+def run_fluency(results: Sequence[Any], settings: Any, device: Any = None) -> dict[str, Any]:
+    """The run record's `metrics.fluency`: each successful example's score (by index), the LM-judged fluent share
+    of them with its calibration, and the language model; without the LM installed, why not (the run goes on)."""
+    from robench.core.errors import RobenchError
+    from robench.engine.resources.causal_lm import language_model
+
+    successes = [r for r in results if r.status == "successful"]
+    try:
+        lm = language_model(settings, device)
+    except RobenchError as exc:
+        return {"lm_fluent_share": None, "unavailable": str(exc)}
+    scores = score_pairs(lm, [(r.original_text, r.perturbed_text) for r in successes]) if successes else []
+    return {**fluency_estimate(scores), "language_model": lm.source.describe(),
+            "scores": {str(r.index): round(s, 3) for r, s in zip(successes, scores)}}
