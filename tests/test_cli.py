@@ -112,7 +112,7 @@ def test_list_shows_sources(capsys):
 
 def test_every_task_has_a_summary():
     """`robench list tasks` says what each task is (issue 61: five of eight had an empty summary)."""
-    from robench.core.registry import TASKS
+    from robench.data import TASKS
 
     for name in TASKS.names():
         assert TASKS.get(name).summary, f"task {name!r} has no summary"

@@ -155,13 +155,13 @@ def run_stages(resolved: ResolvedRun, device: str = "auto", console: Console | N
     if prepare is None and not spec.trains and spec.checkpoint.get("kind") != "checkpoint":
         raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
     with run_lock(resolved) as store:
-        identity = resolved.resource_identity()
-        if not force and (finished := store.finished(resolved.hyperparameters(), identity)) is not None:
+        if not force and (finished := store.finished(resolved.hyperparameters(),
+                                                     resolved.resource_identity())) is not None:
             return Attacked(finished, None)
         torch_device = pick_device(device)
         model = prepare(resolved, torch_device) if prepare is not None else \
             prepare_model(resolved, torch_device, console, on_estimate, batch_size)
-        attacked = attack(resolved, model, store, str(torch_device), console, force, identity)
+        attacked = attack(resolved, model, store, str(torch_device), console, force)
         write(store, attacked)
         return attacked
 
@@ -230,11 +230,10 @@ def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
 
 
 def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device: str,
-           console: Console | None = None, force: bool = False, identity: dict[str, Any] | None = None) -> Attacked:
+           console: Console | None = None, force: bool = False) -> Attacked:
     """The attack stage: attack `model` on the eval subset of `resolved`'s spec (each finished example appended to
-    `store`'s partial file, for a resume) and make the run record (`write` writes it). `identity`: of the
-    resources the attack reads (default: `resolved.resource_identity()`), recorded and carried on each partial
-    line."""
+    `store`'s partial file, for a resume) and make the run record (`write` writes it). The identities of the
+    resources the attack reads (`resolved.resource_identity()`) are recorded and carried on each partial line."""
     spec, settings, task, recipe = resolved.spec, resolved.settings, resolved.task, resolved.recipe
     start = time.perf_counter()
     split = resolved.attacked_split()
@@ -243,7 +242,7 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     if force:
         store.partial_path.unlink(missing_ok=True)
     made_with = hyperparameters_hash(resolved.hyperparameters())
-    identity = resolved.resource_identity() if identity is None else identity
+    identity = resolved.resource_identity()
     resources_made_with = identity_digest(identity)
     done = store.load_partial(_matches(eval_data, task), made_with, resources_made_with)
 
