@@ -41,7 +41,7 @@ def test_an_invalid_cached_speed_measurement_is_not_used(tmp_path, damage):
     from dataclasses import asdict
 
     from robench.core.manifest import content_digest
-    from robench.runs.estimate import ModelSpeed, _cached_speed
+    from robench.runs.speed import ModelSpeed, _cached_speed
 
     good = ModelSpeed(seconds_per_step=0.5, words_per_second=200.0, load_seconds=1.0)
     path = tmp_path / "speed.json"
@@ -59,8 +59,8 @@ def test_an_invalid_cached_speed_measurement_is_not_used(tmp_path, damage):
 
 def test_a_dry_run_with_an_invalid_cached_estimate_measures_again(capsys, base, settings, tiny_backbone, caplog):
     from robench.classifier.device import pick_device
-    from robench.runs.estimate import _cache_path
     from robench.runs.spec import TrainConfig
+    from robench.runs.speed import _cache_path
 
     resolved = resolve_run(tiny_spec(tiny_backbone, train=TrainConfig(epochs=1, batch_size=16, max_length=32)),
                            settings, attack=False)
