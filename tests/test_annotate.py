@@ -174,6 +174,8 @@ def test_the_form_script_saves_the_same_csv(results, tmp_path):
     rows = read_sheet(done.sheet)
     for i, row in enumerate(rows):  # answers with the characters CSV must quote
         row.update(label='say "hi", ok' if i == 0 else "positive", meaning="3\n" if i == 1 else "4", fluent="yes")
+    for row, text in zip(rows, ("=1+1", "'=quoted", "-", "@me", "+x", "\tx")):  # formulas, escaped alike
+        row["text"] = text
     program = script + f"\nprocess.stdout.write(toCsv({json.dumps(COLUMNS)}, {json.dumps(rows)}));\n"
     out = subprocess.run([node, "-e", program], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out == sheet_csv(rows)

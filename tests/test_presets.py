@@ -129,8 +129,9 @@ def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, t
                                    train_size=32, eval_size=4, device="cpu")
     rows = estimate_bench(options, settings)
     assert [(r["model"], r["stage"]) for r in rows] == [("bert", "train"), ("bert", "attack"),
-                                                         ("imbert", "train"), ("imbert", "attack")]
+                                                         ("imbert", "train"), ("imbert", "attack"), ("all", "total")]
     assert all(r["estimated"] > 0 and r["measured"] > 0 for r in rows)
+    assert rows[-1]["measured"] == pytest.approx(sum(r["measured"] for r in rows[:-1]))
     for model in ("bert", "imbert"):  # both stages report the one trained model's accuracy on the 48 dev examples
         train, attack = (r["dev_accuracy"] for r in rows if r["model"] == model)
         assert train == attack and 48 * train == pytest.approx(round(48 * train))

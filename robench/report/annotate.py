@@ -271,8 +271,9 @@ def _readings_home(runs_dir: Path) -> Path:
 def _write(home: Path, study: str, readings: list[Reading], imported: str) -> Path:
     try:
         return write_readings(home, study, readings, imported)
-    except OSError as exc:
-        raise RobenchError(f"cannot write the readings into {home} ({exc.strerror or exc}); nothing more was "
+    except OSError as exc:  # a DiskFull's advice names flags import lacks: only its reason is kept
+        reason = getattr(exc.__cause__, "strerror", None) or exc.strerror or "the write failed"
+        raise RobenchError(f"cannot write the readings into {home} ({reason}); nothing more was "
                            f"imported: make {home} writable (or free space there) and import the sheet again"
                            ) from exc
 
