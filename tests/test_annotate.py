@@ -17,7 +17,8 @@ from robench.cli import main
 from robench.core.hashing import content_hash
 from robench.core.records import RunRecord
 from robench.core.types import ExampleResult
-from robench.report.annotate import COLUMNS, export_study, import_sheet, read_sheet, sheet_csv
+from robench.report.annotate import export_study, import_sheet, sheet_csv
+from robench.report.annotate_sheet import COLUMNS, read_sheet
 from robench.report.readings import Rate, readings_by_run, readings_path, summarize
 from robench.report.stats import wilson_interval
 from robench.runs.spec import RunSpec, TrainConfig
@@ -174,6 +175,8 @@ def test_the_form_script_saves_the_same_csv(results, tmp_path):
     rows = read_sheet(done.sheet)
     for i, row in enumerate(rows):  # answers with the characters CSV must quote
         row.update(label='say "hi", ok' if i == 0 else "positive", meaning="3\n" if i == 1 else "4", fluent="yes")
+    for row, text in zip(rows, ("=1+1", "'=quoted", "-", "@me", "+x", "\tx")):  # formulas, escaped alike
+        row["text"] = text
     program = script + f"\nprocess.stdout.write(toCsv({json.dumps(COLUMNS)}, {json.dumps(rows)}));\n"
     out = subprocess.run([node, "-e", program], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out == sheet_csv(rows)

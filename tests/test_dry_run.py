@@ -45,18 +45,27 @@ def _run_id(out: str) -> str:
     return json.loads(out[:out.index("\ncheckpoint:")])["run_id"]
 
 
-def test_the_estimate_names_the_start_up_and_each_resource_the_run_builds(capsys, settings, tiny_backbone):
+def test_the_estimate_names_the_start_up_and_each_resource_the_run_builds(capsys, settings, tiny_backbone,
+                                                                         monkeypatch):
     """A word-swap attack in a cache without the lexicon builds its relations and the synonym lexicon: each is a
-    line of the estimate, at its known cost, and so is this process's start-up; all of them are in the total."""
+    line of the estimate, at its idle cost scaled to this machine now (a probe of one core), and so is this
+    process's start-up; all of them are in the total. The last line says when and under what load the speed was
+    measured."""
+    from robench.core import machine
     from robench.engine.resources.lexicon import RELATIONS_BUILD_SECONDS
     from robench.engine.resources.lexicon_table import LEXICON_BUILD_SECONDS
+    from robench.runs.speed import duration
 
+    monkeypatch.setattr(machine, "slowdown", lambda: 3.0)  # this machine, now: three times the reference's time
     out = _dry_run(capsys, settings, tiny_backbone).out
     lines = out[out.index("estimate on cpu"):].splitlines()
     assert lines[1].startswith("  start-up ~") and "as measured in this process" in lines[1]
-    assert lines[2] == f"  build the lexicon's relations ~{RELATIONS_BUILD_SECONDS} s (first use; cached after)"
-    assert lines[3] == f"  build the synonym lexicon ~{LEXICON_BUILD_SECONDS} s (first use; cached after)"
+    assert lines[2] == (f"  build the lexicon's relations ~{duration(3 * RELATIONS_BUILD_SECONDS)} (first use, "
+                        "expected on this machine now; cached after)")
+    assert lines[3] == (f"  build the synonym lexicon ~{duration(3 * LEXICON_BUILD_SECONDS)} (first use, expected "
+                        "on this machine now; cached after)")
     assert lines[4].startswith("  train ~") and lines[5].startswith("  attack ~")
+    assert lines[6].startswith("  speed measured just now under load ") and lines[6].endswith(" CPUs")
 
 
 def test_a_built_resource_is_not_in_the_estimate(settings, tiny_backbone):
@@ -81,8 +90,9 @@ def test_the_attack_estimate_adds_the_recipe_fixed_cost_and_counts_queries_by_th
 
     import torch
 
-    from robench.runs.estimate import estimate, query_length
+    from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
+    from robench.runs.speed import query_length
 
     assert query_length(("a fine film",)) == 4 and query_length(("one", "two words")) == 5
     run = resolve_run(tiny_spec(tiny_backbone, attack="textfooler"), settings)
@@ -104,7 +114,7 @@ def test_start_up_and_builds_add_to_the_total():
     assert estimate.with_startup(8.0).total_seconds == 168.0
     assert estimate.with_startup(8.0).lines()[:3] == [
         "estimate on cpu: total ~3 min", "  start-up ~8 s (imports and reading the data, as measured in this process)",
-        "  build the synonym lexicon ~70 s (first use; cached after)"]
+        "  build the synonym lexicon ~70 s (first use, expected on this machine now; cached after)"]
 
 
 def test_no_estimate_skips_timing_the_model(capsys, settings, tiny_backbone):
@@ -116,14 +126,15 @@ def test_no_estimate_skips_timing_the_model(capsys, settings, tiny_backbone):
 def test_a_stale_speed_measurement_is_taken_again(settings, tiny_backbone):
     import torch
 
-    from robench.runs.estimate import _cache_path, _cached_speed, estimate
+    from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
+    from robench.runs.speed import Measured, _cache_path, _cached_speed
 
     run = resolve_run(tiny_spec(tiny_backbone), settings)
     estimate(run, torch.device("cpu"), train_cached=False)
     path = _cache_path(run, torch.device("cpu"))
     saved = json.loads(path.read_text())
-    assert not isinstance(_cached_speed(path), str)
+    assert isinstance(_cached_speed(path), Measured)
     saved["measured"] -= 8 * 24 * 3600
     path.write_text(json.dumps(saved))
     assert _cached_speed(path) == "measured over a week ago"
@@ -132,11 +143,40 @@ def test_a_stale_speed_measurement_is_taken_again(settings, tiny_backbone):
     assert "measured over a week ago" in lines[0] and lines[1].startswith("timed in ")
 
 
+def test_a_measurement_under_another_load_or_with_remeasure_is_taken_again(capsys, settings, tiny_backbone,
+                                                                           monkeypatch):
+    """The measurement records the load it was taken under; a dry run under a materially different load (or with
+    --remeasure) times the model again and says why; under a like load it reuses it and says when and under what
+    load it was taken."""
+    from robench.core.machine import Load
+    from robench.runs import estimate, speed
+
+    def load_now(average: float) -> None:  # the load the measurement sees and the one the estimate describes
+        for module in (speed, estimate):
+            monkeypatch.setattr(module, "load", lambda: Load(average, 2))
+
+    load_now(0.5)
+    _dry_run(capsys, settings, tiny_backbone)
+    (saved,) = [json.loads(p.read_text()) for p in (settings.cache_dir / "estimates").glob("*.json")]
+    assert saved["load"] == {"average": 0.5, "cpus": 2}
+    load_now(0.9)  # like load: reused
+    again = _dry_run(capsys, settings, tiny_backbone)
+    assert "timing" not in again.err
+    assert " ago under load 0.5 on 2 CPUs (now 0.9; measured again when the load differs materially, or with " \
+           "--remeasure)" in again.out and "  speed measured " in again.out
+    load_now(6.0)  # a busy machine now: timed again
+    busy = _dry_run(capsys, settings, tiny_backbone)
+    assert "(measured under load 0.5 on 2 CPUs, load 6.0 on 2 CPUs now)" in busy.err
+    assert "  speed measured just now under load 6.0 on 2 CPUs" in busy.out
+    forced = _dry_run(capsys, settings, tiny_backbone, "--remeasure")
+    assert "timing bert on cpu (--remeasure)" in forced.err
+
+
 def test_the_speed_measurement_is_shared_across_cost_free_parameters_only(settings, tiny_backbone):
     import torch
 
-    from robench.runs.estimate import _cache_path
     from robench.runs.resolve import resolve_run
+    from robench.runs.speed import _cache_path
 
     def path(params):
         return _cache_path(resolve_run(tiny_spec(tiny_backbone, model="imbert", model_params=params), settings),
@@ -150,23 +190,25 @@ def test_the_timing_stops_at_its_budget_after_one_step_and_the_minimum_queries(c
                                                                              monkeypatch):
     """A slow model is timed on one optimisation step (after a warm-up on WARMUP_EXAMPLES examples) and at least
     MIN_QUERIES attack-shaped queries, one text's variants per call, after at most WARMUP_QUERIES warm-up
-    predictions; a fast one on TIMED_STEPS steps."""
+    predictions; a fast one on TIMED_STEPS steps. Training times its own steps (`robench.training.loop.time_steps`)."""
     import shutil
 
     from robench.classifier.victim import Victim
-    from robench.runs import estimate
+    from robench.runs import speed
+    from robench.training import loop
 
     steps, calls = [], []
-    timed_step, predict = estimate._timed_step, Victim.predict
-    monkeypatch.setattr(estimate, "_timed_step", lambda *a: steps.append(len(a[-1])) or timed_step(*a))
+    train_step, predict = loop.train_step, Victim.predict
+    monkeypatch.setattr(loop, "train_step", lambda o, opt, s, batch, *a: steps.append(len(batch["labels"]))
+                        or train_step(o, opt, s, batch, *a))
     monkeypatch.setattr(Victim, "predict", lambda self, inputs: calls.append(len(inputs)) or predict(self, inputs))
-    monkeypatch.setattr(estimate, "TIMING_BUDGET", 600.0)  # everything is fast (on a loaded machine too)
+    monkeypatch.setattr(speed, "TIMING_BUDGET", 600.0)  # everything is fast (on a loaded machine too)
     _dry_run(capsys, settings, tiny_backbone, "--train-size", "8", "--eval-size", "12")
-    assert steps == [estimate.WARMUP_EXAMPLES, 8, 8]  # both steps
-    assert calls[0] <= estimate.WARMUP_QUERIES
+    assert steps == [speed.WARMUP_EXAMPLES, 8, 8]  # both steps
+    assert calls[0] <= speed.WARMUP_QUERIES
     steps.clear(), calls.clear()
-    monkeypatch.setattr(estimate, "TIMING_BUDGET", 0.0)  # everything is slow now
+    monkeypatch.setattr(speed, "TIMING_BUDGET", 0.0)  # everything is slow now
     shutil.rmtree(settings.cache_dir / "estimates")
     _dry_run(capsys, settings, tiny_backbone, "--train-size", "8", "--eval-size", "12")
-    assert steps == [estimate.WARMUP_EXAMPLES, 8]
-    assert sum(calls[1:]) >= estimate.MIN_QUERIES and sum(calls[1:-1]) < estimate.MIN_QUERIES
+    assert steps == [speed.WARMUP_EXAMPLES, 8]
+    assert sum(calls[1:]) >= speed.MIN_QUERIES and sum(calls[1:-1]) < speed.MIN_QUERIES

@@ -129,8 +129,9 @@ def test_bench_estimate_compares_the_estimate_with_real_runs(capsys, settings, t
                                    train_size=32, eval_size=4, device="cpu")
     rows = estimate_bench(options, settings)
     assert [(r["model"], r["stage"]) for r in rows] == [("bert", "train"), ("bert", "attack"),
-                                                         ("imbert", "train"), ("imbert", "attack")]
+                                                         ("imbert", "train"), ("imbert", "attack"), ("all", "total")]
     assert all(r["estimated"] > 0 and r["measured"] > 0 for r in rows)
+    assert rows[-1]["measured"] == pytest.approx(sum(r["measured"] for r in rows[:-1]))
     for model in ("bert", "imbert"):  # both stages report the one trained model's accuracy on the 48 dev examples
         train, attack = (r["dev_accuracy"] for r in rows if r["model"] == model)
         assert train == attack and 48 * train == pytest.approx(round(48 * train))
@@ -190,7 +191,7 @@ def test_bench_estimate_times_a_first_and_a_second_dry_run(capsys, settings, tin
 
 
 def test_speed_measurement_queries_look_like_an_attacks():
-    from robench.runs.estimate import leave_one_out
+    from robench.runs.speed import leave_one_out
 
     assert leave_one_out(("a premise", "x y z")) == [("a premise", "y z"), ("a premise", "x z"),
                                                       ("a premise", "x y")]
@@ -213,3 +214,25 @@ def test_long_cpu_estimates_say_how_to_cut_them():
     assert "--preset quick" in long_run.advice() and "grid config" in long_run.advice(grid=True)
     assert CostEstimate(4000.0, 1000.0, 1000, 30, "cuda").advice() is None
     assert CostEstimate(60.0, 60.0, 1000, 30, "cpu").advice() is None
+
+
+def test_bench_estimate_counts_a_build_and_a_dev_pass_once_and_totals_the_runs():
+    from types import SimpleNamespace
+
+    from robench.bench.estimate import _stage_rows, _total_row
+    from robench.runs.estimate import CostEstimate
+
+    guess = CostEstimate(None, 30.0, 0, 10, "cpu", attack_queries=100.0, given=True, dev_seconds=12.0,
+                         dev_examples=872)
+    record = SimpleNamespace(spec={"checkpoint": {"kind": "checkpoint"}}, metrics={"dev_accuracy": 0.8},
+                             timings={"train_stage_seconds": 15.0, "attack_seconds": 40.0, "victim_queries": 120})
+    first = _stage_rows("textfooler (reference)", guess, record, builds=10.0, dev=12.0)
+    assert [(r["stage"], r["estimated"], r["measured"]) for r in first] == [("load + dev pass", 12.0, 15.0),
+                                                                          ("attack", 40.0, 40.0)]
+    assert first[1]["seconds_per_query_ratio"] is None  # built resources inside: not told apart
+    later = _stage_rows("advglue (reference)", guess, record, builds=0.0, dev=0.0)
+    assert later[0]["estimated"] == 0.0 and later[0]["ratio"] is None  # the dev pass was cached by then
+    assert later[1]["seconds_per_query_ratio"] == pytest.approx((40.0 / 120) / (30.0 / 100))
+    total = _total_row(first + later)
+    assert (total["stage"], total["estimated"], total["measured"]) == ("total", 82.0, 110.0)
+    assert total["ratio"] == pytest.approx(110.0 / 82.0)

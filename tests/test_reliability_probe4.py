@@ -3,10 +3,10 @@ and the messages. (The pack's fault injection: tests/test_pack_faults.py; the ru
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,8 @@ from robench.core.errors import RobenchError
 from robench.core.packed import EXAMPLES, READINGS_DIR, RECORDS, pack_results_dir, runs_to_read, unpack
 from robench.core.records import find_record
 from robench.core.text import from_spreadsheet_cell, markdown_cell, spreadsheet_cell
-from robench.report.annotate import export_study, import_sheet, read_sheet
+from robench.report.annotate import export_study, import_sheet
+from robench.report.annotate_sheet import read_sheet
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:
@@ -196,16 +197,19 @@ def test_a_damaged_packed_readings_file_is_named_where_it_is_packed(tmp_path, ca
     assert str(tmp_path / READINGS_DIR / "s1.json") in caplog.text and "unpacked" not in caplog.text
 
 
-def test_import_into_a_read_only_dir_names_the_fix_import_has(study, capsys):
+@pytest.mark.parametrize("error", [errno.EROFS, errno.EACCES, errno.ENOSPC])
+def test_import_into_a_read_only_dir_names_the_fix_import_has(study, capsys, monkeypatch, error):
+    """A read-only (or full) results directory: the fix named is one import has (no --results-dir)."""
+    import robench.core.files as files
+
     root, sheet, key = study
     filled = fill(sheet, key, honest)
-    os.chmod(root / "runs", stat.S_IRUSR | stat.S_IXUSR)
-    try:
-        if os.access(root / "runs", os.W_OK):
-            pytest.skip("running as a user who can write anywhere")
-        code, _, err = _cli(capsys, "annotate", "import", filled, "--key", key)
-    finally:
-        os.chmod(root / "runs", stat.S_IRWXU)
+
+    def refuse(path, text):
+        raise OSError(error, os.strerror(error), str(path))
+
+    monkeypatch.setattr(files, "_atomic_write", refuse)
+    code, _, err = _cli(capsys, "annotate", "import", filled, "--key", key)
     assert code == 2 and "make" in err and "writable" in err and "--results-dir" not in err
 
 
@@ -350,10 +354,10 @@ def test_with_reference_never_writes_into_your_runs_and_compares_every_seed(caps
     text = " ".join(out.split())
     assert "1 vs 0 1 2 3 4" in text and "seed 1 vs 0 1 2 3 4" in text
 
-    run = next(r for r in map(json.loads, (p.read_text() for p in settings.runs_dir.glob("*.json"))))
     from robench.core.records import read_examples
 
-    example = read_examples(settings.runs_dir, run["run_id"])[0]
+    run, example = next((r, e) for r in map(json.loads, (p.read_text() for p in settings.runs_dir.glob("*.json")))
+                        for e in read_examples(settings.runs_dir, r["run_id"]) if e.status == "successful")
     write_readings(settings.runs_dir, "s1", [Reading("s1", run["run_id"], example.index, example.original_text,
                                                      example.perturbed_text, "positive", "positive", "positive", 4,
                                                      True)], "2026-01-01T00:00:00")
@@ -361,5 +365,16 @@ def test_with_reference_never_writes_into_your_runs_and_compares_every_seed(caps
                         "--html", settings.results_dir / "board.html")
     assert code == 0, err
     assert (settings.results_dir / "with-toy" / "runs" / READINGS_DIR / "s1.json").is_symlink()
+    assert "a blind reader accepted" in (settings.results_dir / "board.html").read_text()
     assert sorted(p.name for p in settings.runs_dir.iterdir()) == sorted([*mine, READINGS_DIR])
     assert len(_csv(settings.results_dir / "with-toy" / "leaderboard.csv")) == 2
+
+
+def test_compare_names_each_row_it_cannot_compare_and_why(tmp_path, capsys):
+    for seed in range(2):
+        fake_run(tmp_path / "runs", ["failed", "successful"] * 3, seed=seed)
+        fake_run(tmp_path / "runs", ["failed", "successful"] * 3, model="imbert", seed=seed)
+        fake_run(tmp_path / "runs", ["failed", "successful"] * 3, model="imbert", seed=seed, attack="bert-attack")
+    code, out, err = _cli(capsys, "compare", "--results-dir", tmp_path)
+    assert code == 0, err
+    assert "not compared: imbert bert-attack" in out and "bert has no runs at its setting" in out

@@ -116,7 +116,7 @@ class SearchGrid:
 @dataclass(frozen=True)
 class StartupBenchOptions:
     run_id: str | None = None  # a word-level run in `results_dir` to show (default: the first one found)
-    build_lexicon: bool = True  # also time building the lexicon's relations from scratch (about 40 s)
+    build_lexicon: bool = True  # also time building the lexicon's relations from scratch (13 s idle)
     small_run: bool = True  # also time a small `robench run` (trains MiniLM on 64 examples: about a minute)
 
 

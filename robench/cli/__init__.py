@@ -83,10 +83,34 @@ class _WarningLine(logging.Handler):
 
 class _PhaseLine(logging.Handler):
     """What robench is doing, for work of more than about 2 s without a progress bar (`robench.core.progress.phase`),
-    as one dim stderr line."""
+    as one dim stderr line. A phase's heartbeat (how long it has run) is redrawn in place on a terminal; in a pipe
+    it is a plain line, every beat in the phase's first PLAIN_EVERY seconds and then one every PLAIN_EVERY."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.drawn = False  # a heartbeat is on the terminal's last line
+        self.last_plain = 0.0
 
     def emit(self, record: logging.LogRecord) -> None:
-        ERR.print(f"[dim]robench: {escape(terminal_safe(record.getMessage()))}[/]", highlight=False, soft_wrap=True)
+        import time
+
+        from robench.core.progress import PLAIN_EVERY
+
+        text = f"robench: {terminal_safe(record.getMessage())}"
+        beat = getattr(record, "heartbeat", False)
+        if beat and not ERR.is_terminal:  # a pipe: every beat of a short phase, then one line every PLAIN_EVERY
+            if getattr(record, "elapsed", 0.0) >= PLAIN_EVERY and time.monotonic() - self.last_plain < PLAIN_EVERY:
+                return
+            self.last_plain = time.monotonic()
+        if ERR.is_terminal and (beat or self.drawn):
+            ERR.file.write("\r\x1b[2K")  # over the last heartbeat
+            self.drawn = beat
+            if beat:
+                ERR.print(f"[dim]{escape(text)}[/]", highlight=False, end="", overflow="ellipsis", no_wrap=True,
+                          crop=True)
+                ERR.file.flush()
+                return
+        ERR.print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)
 
 
 def _error_line(message: str) -> None:

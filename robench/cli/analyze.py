@@ -77,6 +77,6 @@ def print_analysis_plan(spec, settings, args, syntax) -> None:
     from robench.analysis.spec import AnalysisConfig
     from robench.cli.runs import print_plan
 
-    print_plan(spec, settings, args.device, attack=False, cost=not args.no_estimate)
+    print_plan(spec, settings, args.device, attack=False, cost=not args.no_estimate, remeasure=args.remeasure)
     path = analysis_path(spec, AnalysisConfig(args.examples, args.shuffles, syntax=syntax), settings)
     print(f"analysis record: {path} ({'finished' if path.is_file() else 'to measure'})")

@@ -224,7 +224,7 @@ def _add_startup(sub) -> None:
                                    "fresh process, beside its target.")
     p.add_argument("--run-id", help="the word-level run to show (default: the first in the results dir's runs/)")
     p.add_argument("--no-lexicon-build", dest="build_lexicon", action="store_false", default=None,
-                   help="skip timing the lexicon's build from scratch (about 40 s)")
+                   help="skip timing the lexicon's build from scratch (13 s idle)")
     p.add_argument("--no-small-run", dest="small_run", action="store_false", default=None,
                    help="skip the small run (trains MiniLM on 64 examples)")
     add_common_args(p)
@@ -256,6 +256,12 @@ def _add_estimate(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="time `robench run --dry-run` as a new process, first (it times the model) and again, against "
                         "the 15 s target, instead of estimating and running")
+    p.add_argument("--headline", action="store_true",
+                   help="the README's headline command (robench run --model imbert --attack textfooler) instead of "
+                        "--models at these sizes")
+    p.add_argument("--protocol", metavar="NAME", help="with --checkpoint: that checkpoint through protocol NAME "
+                                                      "(reference), its runs' estimate made before any of them")
+    p.add_argument("--checkpoint", metavar="DIR", help="with --protocol: the checkpoint it runs")
     add_common_args(p)
     p.set_defaults(handler=cmd_estimate)
 

@@ -79,6 +79,10 @@ def add_spec_args(p: argparse.ArgumentParser, attack: bool) -> None:
                         "cached, and the cost estimate; then exit without training")
     p.add_argument("--no-estimate", action="store_true",
                    help="skip the cost estimate (and timing the model behind it)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="time the model for the estimate even when a measurement of its speed is cached (it is "
+                        "taken again anyway when the machine's load differs materially from the one it was taken "
+                        "under)")
     add_common_args(p)
 
 

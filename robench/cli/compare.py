@@ -29,7 +29,8 @@ def cmd_compare(args) -> None:
 
 
 def _compare(args, runs_dir, data_dir) -> None:
-    from robench.report.compare import compare, group_settings, nothing_compared
+    from robench.core.text import terminal_safe
+    from robench.report.compare import compare, group_settings, not_compared, nothing_compared
     from robench.report.leaderboard import load_records
     from robench.report.stats import MIN_SEEDS
     from robench.report.untrained import unchecked_runs, untrained_runs
@@ -71,6 +72,9 @@ def _compare(args, runs_dir, data_dir) -> None:
             print("seeds \"1 vs ...\": one checkpoint of your own against the baseline's seeds on the same examples "
                   "(is it inside their spread? docs/guide/statistics.md, \"One checkpoint against the baseline's "
                   "seeds\")")
+    for s, why in not_compared(groups, found, args.baseline):
+        print(f"not compared: {terminal_safe(s.spec['model'])} {terminal_safe(s.spec['attack'])} "
+              f"{terminal_safe(s.label)}: {why}")
     for run_id, warning in sorted(untrained.items()):
         print(f"warning: {run_id}: {warning}; its seed is left out of every comparison")
     for run_id, note in sorted(unchecked.items()):

@@ -64,6 +64,14 @@ def cmd_run(args) -> None:
     runs = requested_runs(args, settings, attack=True)  # a bad name is refused before torch loads
     from robench.runs.runner import run_resolved
 
+    if getattr(args, "protocol", None):
+        runs = list(runs)
+        if not args.no_estimate:  # the protocol's whole cost first; each run says its own as it starts
+            say_estimate(protocol_estimate(runs, args.device, args.remeasure),
+                         note=f"--protocol {args.protocol}: {len(runs)} runs")
+    elif args.remeasure:
+        runs = list(runs)
+        remeasure(runs, args.device)
     for resolved in runs:
         record = run_resolved(resolved, device=args.device, console=console, force=args.force,
                               on_estimate=None if args.no_estimate else say_estimate)
@@ -77,6 +85,29 @@ def cmd_run(args) -> None:
               f"      robench compare {flag}   # paired with the baseline's seeds on the same examples")
 
 
+def protocol_estimate(runs: list[ResolvedRun], device: str, remeasure: bool = False):
+    """The cost of a protocol's runs added up (one speed measurement: they attack one checkpoint)."""
+    from robench.classifier.device import pick_device
+    from robench.runs.estimate import estimate, total_estimate
+    from robench.runs.runner import _say
+
+    torch_device, memo = pick_device(device), {}
+    parts = [estimate(r, torch_device, True, memo=memo, say=_say, remeasure=remeasure and i == 0)
+             for i, r in enumerate(runs)]
+    return total_estimate(parts, torch_device)
+
+
+def remeasure(runs: list[ResolvedRun], device: str) -> None:
+    """`--remeasure` before a run: time each run's model again now (the run's estimate then reads it)."""
+    from robench.classifier.device import pick_device
+    from robench.runs.runner import _say
+    from robench.runs.speed import model_speed
+
+    torch_device = pick_device(device)
+    for resolved in runs:
+        model_speed(resolved, torch_device, resolved.texts(), persist=True, memo={}, say=_say, remeasure=True)
+
+
 def requested_runs(args, settings, attack: bool) -> Iterable[ResolvedRun]:
     """The runs the flags ask for, each resolved once (the run goes on from its resolved form): with --protocol,
     the protocol's, resolved up front to check them against the published settings; else one per --seed, resolved
@@ -84,8 +115,13 @@ def requested_runs(args, settings, attack: bool) -> Iterable[ResolvedRun]:
     from robench.core.progress import phase
 
     if getattr(args, "protocol", None):
-        return protocol_runs_from_args(args, settings)
-    specs = specs_from_args(args, settings)
+        with phase(f"resolving the runs of protocol {args.protocol} (reading the checkpoint and the data)"):
+            return protocol_runs_from_args(args, settings)
+    if getattr(args, "checkpoint", None):
+        with phase("reading the checkpoint's files (transformers loads to check them)"):
+            specs = specs_from_args(args, settings)
+    else:
+        specs = specs_from_args(args, settings)
     _require_names(specs, attack)
     with phase("loading torch and transformers"):
         from robench.runs.resolve import resolve_run
@@ -121,6 +157,10 @@ def cmd_train(args) -> None:
     if args.dry_run:
         return dry_run(args, settings, attack=False)
     for spec in specs_from_args(args, settings):
+        if args.remeasure:
+            from robench.runs.resolve import resolve_run
+
+            remeasure([resolve_run(spec, settings, attack=False)], args.device)
         trained = train(spec, settings, device=args.device, console=console,
                         on_estimate=None if args.no_estimate else say_estimate)
         state = "reused cached checkpoint" if trained.cached else "trained"
@@ -128,30 +168,48 @@ def cmd_train(args) -> None:
 
 
 def dry_run(args, settings, attack: bool) -> None:
-    """`--dry-run`: each run's plan (run id, checkpoint and record state, the cost estimate), resolved now."""
+    """`--dry-run`: each run's plan (run id, checkpoint and record state, the cost estimate), resolved now; for a
+    protocol, its runs' total after them."""
+    estimates = []
     for resolved in requested_runs(args, settings, attack):
-        print("\n".join(plan_lines(resolved, args.device, cost=not args.no_estimate)[1]))
+        plan, lines = plan_lines(resolved, args.device, cost=not args.no_estimate,
+                                 remeasure=args.remeasure and not estimates)
+        print("\n".join(lines))
+        estimates.append(plan.estimate)
+    if getattr(args, "protocol", None) and len(estimates) > 1 and all(e is not None for e in estimates):
+        from robench.classifier.device import pick_device
+        from robench.runs.estimate import total_estimate
+
+        total = with_startup(total_estimate(estimates, pick_device(args.device))).lines()
+        print(f"--protocol {args.protocol}, {len(estimates)} runs: {total[0]}", *total[1:], sep="\n")
 
 
-def plan_lines(resolved, device: str, cost: bool = True):
+def plan_lines(resolved, device: str, cost: bool = True, remeasure: bool = False):
     """The plan of a resolved run and the lines a dry run prints for it (timing the model goes to stderr)."""
     import json
 
     from robench.runs.runner import plan_resolved
+    from robench.runs.spec import used_settings
 
     def say(line: str) -> None:
         Console(stderr=True).print(line, highlight=False, markup=False)
 
-    p = plan_resolved(resolved, device, cost=cost, say=say)
+    p = plan_resolved(resolved, device, cost=cost, say=say, remeasure=remeasure)
     attack = resolved.recipe is not None
-    lines = [json.dumps({"run_id": p.spec.run_id, "spec": p.spec.to_dict()}, indent=2),
-             f"checkpoint: {p.checkpoint} ({'cached' if p.checkpoint_cached else 'to train'})"]
+    state = "given: attacked as it is" if not p.spec.trains else "cached" if p.checkpoint_cached else "to train"
+    lines = [json.dumps({"run_id": p.spec.run_id, "spec": used_settings(p.spec.to_dict())}, indent=2),
+             f"checkpoint: {p.checkpoint} ({state})"]
+    if p.spec.checkpoint is not None and p.spec.checkpoint.get("kind") == "checkpoint":
+        from robench.runs.checkpoint_info import directory_lines
+        from robench.runs.given import checkpoint_dir
+
+        lines += directory_lines(checkpoint_dir(p.spec.checkpoint["location"]), resolved.label_order,
+                                 p.spec.checkpoint.get("label_map"))
     if p.record is not None:
         lines.append(f"record: {p.record} ({'finished' if p.record_finished else 'to run'})")
     if p.estimate is None:
         lines.append("nothing to do: everything is cached" if p.record_finished or not attack else
-                     "no cost estimate (--no-estimate)" if not cost else
-                     "no cost estimate for a model robench did not train")
+                     "no cost estimate (--no-estimate)")
     else:
         lines += with_startup(p.estimate).lines()
         if (advice := p.estimate.advice()) is not None:
@@ -159,10 +217,10 @@ def plan_lines(resolved, device: str, cost: bool = True):
     return p, lines
 
 
-def print_plan(spec, settings, device: str, attack: bool, cost: bool = True) -> None:
+def print_plan(spec, settings, device: str, attack: bool, cost: bool = True, remeasure: bool = False) -> None:
     from robench.runs.resolve import resolve_run
 
-    print("\n".join(plan_lines(resolve_run(spec, settings, attack=attack), device, cost)[1]))
+    print("\n".join(plan_lines(resolve_run(spec, settings, attack=attack), device, cost, remeasure)[1]))
 
 
 ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (clean) accuracy", "clean_accuracy", "%"),

@@ -9,8 +9,9 @@ from __future__ import annotations
 import codecs
 import csv
 import functools
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -244,3 +245,25 @@ def split_rows(split: Sequence[str], subset: Sequence[str]) -> list[int | None]:
         rows.append(row)
         pos = pos if row is None else row + 1
     return rows
+
+
+@dataclass(frozen=True)
+class RunTexts:
+    """What a run reads of its data, as texts (tuples of the task's text fields) and labels."""
+
+    train: list[tuple[str, ...]]  # the training subset, in its order (empty: the run trains nothing)
+    train_labels: list[int]
+    dev: list[tuple[str, ...]]  # the whole eval split (the dev accuracy's)
+    attacked: list[tuple[str, ...]] | None  # the attacked subset (None: training only)
+
+
+def run_texts(task: Task, read: Callable[[Split], Any], attacked: Callable[[], Any] | None, trains: bool,
+              train_size: int | None, seed: int, eval_size: int | None, eval_seed: int) -> RunTexts:
+    """The texts of a run: `read(split)` gives the task's splits, `attacked()` the split its attack draws from
+    (None: no attack); the training subset (`train_size` rows chosen by `seed`; none unless `trains`) and the
+    attacked subset (`eval_size` chosen by `eval_seed`) as `subset` chooses them."""
+    train = subset(read("train"), train_size, seed) if trains else None
+    return RunTexts(texts_of(train, task) if train is not None else [],
+                    [int(y) for y in column(train, "label")] if train is not None else [],
+                    texts_of(read("eval"), task),
+                    None if attacked is None else texts_of(subset(attacked(), eval_size, eval_seed), task))

@@ -181,6 +181,24 @@ def nothing_compared(settings: list[Setting], baseline: str) -> str:
     return f"no other model has runs at a setting where {baseline} has"
 
 
+def not_compared(settings: list[Setting], found: list[Comparison], baseline: str) -> list[tuple[Setting, str]]:
+    """Each setting of another model that `compare` left out, with why: no row drops out without a word."""
+    done = {c.setting.id for c in found}
+    attacks = {attack_setting_id(s.records[0]) for s in settings if s.spec["model"] == baseline}
+    out = []
+    for s in settings:
+        if s.spec["model"] == baseline or s.id in done:
+            continue
+        if s.spec.get("checkpoint") is not None:
+            why = f"{baseline} has no runs at its attack setting (same task, attack, parameters and examples)"
+        else:
+            why = (f"{baseline} has no runs at its setting (the same but the model)" if
+                   attack_setting_id(s.records[0]) not in attacks else
+                   f"{baseline} has runs at its attack setting but with other training settings")
+        out.append((s, why))
+    return out
+
+
 def with_holm(comparisons: list[Comparison]) -> list[Comparison]:
     """`comparisons` with their Holm-adjusted p-values over the family of all of them: one without a p-value
     (no shared seeds, too few examples, one seed, no variation) counts in the family with p = 1."""

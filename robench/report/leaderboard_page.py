@@ -283,10 +283,11 @@ def _facets(rec: RunRecord, default_params: dict[str, Any] | None) -> dict[str, 
     """A model setting as comparable facets: backbone, train size, each training value, data source, and each
     model parameter that differs from the model's defaults (`param:NAME`)."""
     spec, hyper = rec.spec, rec.hyperparameters or {}
-    facets = {"backbone": str(spec.get("backbone")),
-              "train size": "whole split" if spec.get("train_size") is None else f"{spec['train_size']:,}"}
-    for k, v in sorted((spec.get("train") or {}).items()):
-        facets[f"train:{k}"] = _value(v)
+    facets = {"backbone": _backbone_name(rec)}
+    if not spec.get("checkpoint"):  # a given checkpoint: robench trained nothing, so no training setting applies
+        facets["train size"] = "whole split" if spec.get("train_size") is None else f"{spec['train_size']:,}"
+        for k, v in sorted((spec.get("train") or {}).items()):
+            facets[f"train:{k}"] = _value(v)
     facets["data"] = str(spec.get("data_source", "local"))
     for k, v in sorted((hyper.get("model") or {}).items()):
         if default_params is None or _plain(default_params.get(k)) != _plain(v):
@@ -343,8 +344,7 @@ def _label_rows(rows: list[BoardRow], records: dict[str, RunRecord], runs: pd.Da
         r.full = [("model", r.model),
                   ("model parameters", " ".join(f"{k}={_value(v)}" for k, v in sorted((hyper.get("model") or {})
                                                                                          .items())) or "none"),
-                  ("backbone", _backbone(rec)), ("train size", f["train size"]),
-                  ("training", " ".join(f"{k}={_value(v)}" for k, v in sorted((rec.spec.get("train") or {}).items()))),
+                  ("backbone", _backbone(rec)), *_training(rec, f),
                   ("data", _data(rec)), ("seeds", " ".join(map(str, r.seeds))),
                   ("train time per checkpoint", "–" if r.train_seconds is None or math.isnan(r.train_seconds)
                    else f"{r.train_seconds:.0f} s"),
@@ -356,8 +356,25 @@ def _label_rows(rows: list[BoardRow], records: dict[str, RunRecord], runs: pd.Da
 
 def _backbone(rec: RunRecord) -> str:
     info = (rec.resources or {}).get("backbone") or {}
-    name = info.get("name") or rec.spec.get("backbone")
-    return f"{name} ({info['fingerprint']})" if info.get("fingerprint") else str(name)
+    name = _backbone_name(rec)
+    return f"{name} ({info['fingerprint']})" if info.get("fingerprint") else name
+
+
+def _backbone_name(rec: RunRecord) -> str:
+    """A robench-trained row's backbone; a given checkpoint's architecture as its config names it (records written
+    before it was kept: the config's model type)."""
+    given = (rec.resources or {}).get("model") or {}
+    info = (rec.resources or {}).get("backbone") or {}
+    return str(given.get("architecture") or info.get("name") or rec.spec.get("backbone"))
+
+
+def _training(rec: RunRecord, facets: dict[str, str]) -> list[tuple[str, str]]:
+    """The full setting's training rows: what robench trained with, or that it trained nothing."""
+    if rec.spec.get("checkpoint"):
+        length = (rec.spec.get("train") or {}).get("max_length")
+        return [("training", f"none by robench (a given checkpoint; inputs truncated at {length} tokens)")]
+    train = " ".join(f"{k}={_value(v)}" for k, v in sorted((rec.spec.get("train") or {}).items()))
+    return [("train size", facets["train size"]), ("training", train)]
 
 
 def _data(rec: RunRecord) -> str:

@@ -16,7 +16,7 @@ from robench.core.types import Source, Split, Task
 from robench.data import TASKS
 from robench.data.file_tasks import has_train_file, task_from_definition
 from robench.data.fingerprint import files_fingerprint, task_fingerprint
-from robench.data.loading import load_split, subset_indices
+from robench.data.loading import RunTexts, load_split, run_texts, subset_indices
 from robench.engine.attack import ATTACKS, AttackRecipe
 from robench.runs.given import checkpoint_label_order, parse_label_map
 from robench.runs.spec import MAX_SEED, RunSpec
@@ -83,6 +83,13 @@ class ResolvedRun:
         uses = {**self.recipe.resources(self.attack_params), **({"lexicon": "default"} if self.recipe.word_swaps
                                                                  else {})}
         return identities(self.settings, uses)
+
+    def texts(self) -> RunTexts:
+        """What the run reads, as texts: its training subset (none for a given checkpoint), the whole eval split
+        and the attacked subset (`robench.data.loading.run_texts`), each split read once per run."""
+        spec = self.spec
+        return run_texts(self.task, self.split, self.attacked_split if self.recipe is not None else None,
+                         spec.trains, spec.train_size, spec.seed, spec.eval_size, spec.eval_seed)
 
     def hyperparameters(self) -> dict[str, Any]:
         """Training, defense and attack hyperparameters as recorded in a run record (of a given model's

@@ -82,21 +82,23 @@ def plan(spec: RunSpec, settings: Settings | None = None, device: str = "auto", 
 
 
 def plan_resolved(resolved: ResolvedRun, device: str = "auto", cost: bool = True,
-                  say: Callable[[str], None] | None = None) -> RunPlan:
-    """`plan` of a resolved run (an attack plan when it was resolved with its attack)."""
-    from robench.runs.estimate import _cache_path
+                  say: Callable[[str], None] | None = None, remeasure: bool = False) -> RunPlan:
+    """`plan` of a resolved run (an attack plan when it was resolved with its attack); `remeasure`: time the model
+    even when a measurement of its speed is cached."""
+    from robench.runs.speed import _cache_path
 
     spec, settings, attack = resolved.spec, resolved.settings, resolved.recipe is not None
-    given = not spec.trains  # a given checkpoint: nothing to train, and no measured speed to estimate from
+    given = not spec.trains  # a given checkpoint: nothing to train; its inference rate is measured
     checkpoint = Path(spec.checkpoint.get("location", "")) if given else \
         settings.checkpoints_dir / checkpoint_key(resolved)
     cached = given or is_cached(checkpoint)
     record = record_path(settings.runs_dir, spec.run_id) if attack else None
     finished = attack and RunStore(settings.runs_dir, spec.run_id).finished(
         resolved.hyperparameters(), resolved.resource_identity()) is not None
-    todo = cost and not finished and (attack or not cached) and not given
+    loadable = spec.trains or spec.checkpoint.get("kind") == "checkpoint"  # not an in-memory model (`evaluate`)
+    todo = cost and loadable and not finished and (attack or not cached)
     torch_device = pick_device(device)
-    estimated = estimate(resolved, torch_device, cached, persist=True, say=say) if todo else None
+    estimated = estimate(resolved, torch_device, cached, persist=True, say=say, remeasure=remeasure) if todo else None
     return RunPlan(spec, checkpoint, cached, record, finished, estimated, resolved,
                    _cache_path(resolved, torch_device) if todo else None)
 
@@ -118,8 +120,8 @@ def run(spec: RunSpec, settings: Settings | None = None, device: str = "auto", c
 
     The run id is that of the resolved spec (with its data fingerprint). A second process running the same
     spec waits for the first, then returns its record. `on_estimate` receives the cost estimate of the
-    remaining stages before any of them starts (robench-trained models only: a given checkpoint has no
-    measured speed to estimate from). `batch_size`: inputs per forward pass of a given checkpoint (default 64)."""
+    remaining stages before any of them starts (a given checkpoint's too: its inference rate is timed in
+    seconds). `batch_size`: inputs per forward pass of a given checkpoint (default 64)."""
     with phase("reading the task data and resolving the run"):
         resolved = resolve_run(spec, settings or resolve_settings())
     return run_resolved(resolved, device, console, force, on_estimate, batch_size)
@@ -189,7 +191,7 @@ def _say_estimate(resolved: ResolvedRun, torch_device, on_estimate: OnEstimate |
     """The cost estimate of the stages left, to `on_estimate`; none for a cached checkpoint that is only trained."""
     if on_estimate is None:
         return
-    cached = is_cached(resolved.settings.checkpoints_dir / checkpoint_key(resolved))
+    cached = not resolved.spec.trains or is_cached(resolved.settings.checkpoints_dir / checkpoint_key(resolved))
     if resolved.recipe is not None or not cached:
         on_estimate(estimate(resolved, torch_device, cached, say=_say))
 
@@ -210,6 +212,7 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
                                "train_examples_per_second": trained.record["train_examples_per_second"]},
                               trained.record.get("train_examples"))
     else:
+        _say_estimate(resolved, torch_device, on_estimate)
         start = time.perf_counter()
         sized = {"batch_size": batch_size} if batch_size is not None else {}
         with phase(f"loading the checkpoint {spec.checkpoint['location']}"):
@@ -221,11 +224,18 @@ def prepare_model(resolved: ResolvedRun, torch_device, console: Console | None =
 
 
 def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
-    """Accuracy on the task's whole eval split, as training reports it; leaves the victim's cache empty."""
+    """Accuracy on the task's whole eval split, as training reports it (`robench.runs.devpass`: measured once per
+    checkpoint and data, then cached); leaves the victim's cache empty."""
+    from robench.runs import devpass
+
+    if (value := devpass.cached(resolved)) is not None:
+        PHASES.info("the model's accuracy on the whole eval split: %.4f, measured before (cached)", value)
+        return value
     dev = resolved.split("eval")
-    with phase(f"measuring the model's accuracy on the whole eval split ({len(dev)} examples)"):
+    with phase(f"measuring the model's accuracy on the whole eval split ({len(dev)} examples; {devpass.WHY})"):
         value = accuracy(victim, texts_of(dev, resolved.task), column(dev, "label"))
     victim.reset()  # the attack starts from a fresh cache and counters, as on a freshly trained model
+    devpass.store(resolved, value)
     return value
 
 
@@ -286,7 +296,7 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
                  "identity": identity}
     if not spec.trains:
         order = model.label_order if model.label_order is not None else resolved.label_order
-        resources["model"] = {**spec.checkpoint, "label_order": order}
+        resources["model"] = {**spec.checkpoint, "label_order": order, **_architecture(spec.checkpoint)}
     seconds += done.attack_seconds  # a resumed attack's earlier processes count too
     timings = {"train_seconds": None, **model.timings, "attack_seconds": seconds,
                "total_seconds": model.timings.get("train_stage_seconds", 0.0) + seconds,
@@ -302,6 +312,16 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
         git_commit=git_commit(), created=now(),
     )
     return Attacked(record, results)
+
+
+def _architecture(given: dict[str, Any]) -> dict[str, str]:
+    """A saved checkpoint's backbone as its config.json names it (`robench.runs.checkpoint_info.architecture`)."""
+    from robench.runs.checkpoint_info import architecture, read_config
+    from robench.runs.given import checkpoint_dir
+
+    if given.get("kind") != "checkpoint":
+        return {}
+    return {"architecture": architecture(read_config(checkpoint_dir(given["location"])))}
 
 
 def write(store: RunStore, attacked: Attacked) -> RunRecord:

@@ -124,6 +124,16 @@ def identity_view(spec: dict[str, Any]) -> dict[str, Any]:
             "checkpoint": {"weights_sha256": sha, "label_map": given.get("label_map")}}
 
 
+def used_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """A spec dict as far as robench used its settings: a given checkpoint's (`checkpoint` set) keeps, of the training
+    settings, only the input length (robench trained nothing: no train size, batch size, epochs, learning rate or
+    model parameters of its own apply)."""
+    if not spec.get("checkpoint"):
+        return spec
+    shown = {k: v for k, v in spec.items() if k not in ("train_size", "model_params", "train")}
+    return {**shown, "input": {"max_length": (spec.get("train") or {}).get("max_length")}}
+
+
 def slug(text: str) -> str:
     """`text` made safe as a file name: letters, digits, `-`, `_`, `.`; never starting with a dot."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text).lstrip(".") or "_"

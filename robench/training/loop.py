@@ -186,6 +186,13 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, total_steps: int) -
 def training_context(model, tokenizer, task: Task, train, settings, device, seed: int, cfg: TrainConfig,
                      console: Console | None = None) -> TrainingContext:
     """The `TrainingContext` an objective's `prepare` gets for training `model` on the dataset `train`."""
+    return texts_context(model, tokenizer, task, texts_of(train, task), [int(y) for y in column(train, "label")],
+                         settings, device, seed, cfg, console)
+
+
+def texts_context(model, tokenizer, task: Task, texts: list[tuple[str, ...]], labels: list[int], settings, device,
+                  seed: int, cfg: TrainConfig, console: Console | None = None) -> TrainingContext:
+    """`training_context` of training examples given as texts (tuples of the task's fields) and labels."""
     def encode_texts(texts, labels) -> list[dict[str, Any]]:
         if not len(texts):
             return []
@@ -193,8 +200,45 @@ def training_context(model, tokenizer, task: Task, train, settings, device, seed
         enc = tokenizer(*fields, truncation=True, max_length=cfg.max_length)
         return [{**{k: enc[k][i] for k in enc}, "labels": int(label)} for i, label in enumerate(labels)]
 
-    return TrainingContext(model, tokenizer, task, texts_of(train, task), [int(y) for y in column(train, "label")],
-                           encode_texts, settings, device, seed, cfg.epochs, cfg.batch_size, cfg.max_length, console)
+    return TrainingContext(model, tokenizer, task, list(texts), list(labels), encode_texts, settings, device, seed,
+                           cfg.epochs, cfg.batch_size, cfg.max_length, console)
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """What `time_steps` measured."""
+
+    seconds_per_step: float  # the mean of the timed optimisation steps
+    steps: int  # how many were timed (after the warm-up step)
+
+
+def time_steps(run: TrainingRun, objective: Objective, tokenizer, device: torch.device, texts: list[tuple[str, ...]],
+               labels: list[int], steps: int, budget: float, warmup_examples: int = 2) -> StepTiming:
+    """Time `run`'s training setup as `fine_tune` runs it: `objective` (the defence's, on its freshly built model)
+    prepared on the examples (`texts`, `labels`: one batch of the run's training data), one warm-up step on
+    `warmup_examples` of them, then up to `steps` optimisation steps on all of them; past the first, none starts
+    that would end after `budget` seconds of steps at the pace so far."""
+    from transformers import DataCollatorWithPadding
+
+    spec, cfg, model = run.spec, run.spec.train, objective.model
+    context = texts_context(model, tokenizer, run.task, texts, labels, run.settings, device, spec.seed, cfg)
+    objective.prepare(context)
+    optimizer, scheduler = make_optimizer(model, cfg, total_steps=steps + 1)
+    collate = DataCollatorWithPadding(tokenizer)
+    model.train()
+
+    def step(n: int) -> float:
+        batch = collate(context.encode(texts[:n], labels[:n]))
+        begin = time.perf_counter()
+        train_step(objective, optimizer, scheduler, {k: v.to(device) for k, v in batch.items()}, device,
+                   cfg.max_grad_norm)
+        return time.perf_counter() - begin
+
+    step(min(len(texts), warmup_examples))
+    times = [step(len(texts))]
+    while len(times) < steps and sum(times) * (1 + 1 / len(times)) <= budget:
+        times.append(step(len(texts)))
+    return StepTiming(sum(times) / len(times), len(times))
 
 
 def _train_loop(model, tokenizer, task: Task, train, dev, spec: TrainingSpec, objective, device, console,

@@ -38,7 +38,7 @@ from robench.core.files import atomic_write
 from robench.core.hashing import content_hash, file_sha256
 from robench.core.manifest import write_manifest
 from robench.core.paths import Settings
-from robench.core.progress import phase
+from robench.core.progress import expected_seconds, phase
 from robench.engine.resources.cut import RELATIONS as CUT_RELATIONS
 from robench.engine.resources.cut import CutWordNet, cut_dir, load_cut_relations
 from robench.engine.resources.files import cached_build, data_file, resources_dir, staged_dir
@@ -51,7 +51,10 @@ WORDNET_POS = ("n", "v", "a", "r")
 WORDNET_DIR = "nltk_data/corpora/wordnet"
 RELATIONS_FORMAT = 1  # bump when a change would change what the build produces
 RELATIONS_FILE = "relations.json"
-RELATIONS_BUILD_SECONDS = 40  # building the relations on CPU (first use; the estimate counts it)
+RELATIONS_BUILD_SECONDS = 13  # building the relations on the reference machine idle, measured (13 s, 2026-12-05,
+# docs/studies/presets.md); the estimate and the phase line scale it to this machine now
+# (robench.core.progress.expected_seconds): at load 23-24 on its 2 cores it took 719 s (21.5 s of CPU)
+WORDNET_LOAD_SECONDS = 10  # loading NLTK's WordNet reader, likewise
 Relation = dict[str, frozenset[str]]
 log = logging.getLogger(__name__)
 
@@ -170,7 +173,7 @@ class CachedWordNet:
     @functools.cached_property
     def reader(self):
         """NLTK's WordNet reader (about 10 s to load)."""
-        with phase("loading WordNet (about 10 s)"):
+        with phase("loading WordNet", expected_seconds(WORDNET_LOAD_SECONDS)):
             return wordnet_reader(self._settings)
 
     def synsets(self, word: str, pos: str | None = None) -> list:
@@ -251,7 +254,7 @@ def lexicon_inputs(settings: Settings) -> dict[str, Path]:
 @functools.lru_cache(maxsize=4)  # loaded once per process
 def lexicon(settings: Settings) -> Lexicon:
     """The lexical relations of the data dir's lists and WordNet (see the module docstring): the cached build when
-    it verifies, else built now (about 40 s) and cached; under `ROBENCH_LEXICON_CUT`, the cut's (its WordNet
+    it verifies, else built now (13 s idle) and cached; under `ROBENCH_LEXICON_CUT`, the cut's (its WordNet
     knows the parts of speech of the cut table's words only: robench.engine.resources.cut)."""
     inputs = lexicon_inputs(settings)
     if (cut := cut_dir()) is not None:
@@ -261,8 +264,8 @@ def lexicon(settings: Settings) -> Lexicon:
     target = relations_dir(settings, inputs)
     relations = cached_build(target, _load_relations)
     if relations is None:
-        with phase("building the lexicon's relations from its lists and WordNet (first use, about "
-                   f"{RELATIONS_BUILD_SECONDS} s)"):
+        with phase("building the lexicon's relations from its lists and WordNet (first use)",
+                   expected_seconds(RELATIONS_BUILD_SECONDS)):
             relations = _build_relations(settings, inputs)
         _save_relations(target, relations)
     return _lexicon_of(relations, inputs, settings)

@@ -11,6 +11,7 @@ import numpy as np
 
 from robench.core.errors import RobenchError
 from robench.core.paths import Settings
+from robench.core.progress import phase
 from robench.engine.resources.cut import cut_dir, load_cut_table
 from robench.engine.resources.files import FORMAT, cached_build, data_file, inputs_digest, resources_dir
 from robench.engine.resources.lexicon import read_pairs
@@ -33,13 +34,7 @@ SOURCE_LISTS = {"lexicon": ("alzantot", "ppdb", "wordnet"), "counterfitted-glove
 def build_synonyms(settings: Settings, vocab_size: int = 50_000, k: int = 50, config=None,
                    console=None) -> SynonymTable:
     """Counter-fit GloVe 6B 50d (Mrkšić et al. 2016, see engine/resources/counterfit.py) and cache the top-k table."""
-    from robench.engine.resources.counterfit import (  # imports torch: only a build needs it
-        CounterFitConfig,
-        counter_fit,
-        normalise,
-        pair_ids,
-        top_neighbours,
-    )
+    from robench.engine.resources.counterfit import CounterFitConfig  # imports torch: only a build needs it
 
     config = config or CounterFitConfig()
     files = {kind: [data_file(settings, rel, "Mrkšić counter-fitting constraints") for rel in rels]
@@ -49,6 +44,14 @@ def build_synonyms(settings: Settings, vocab_size: int = 50_000, k: int = 50, co
     target = resources_dir(settings) / f"counterfitted-glove-{key}"
     if (cached := cached_build(target, _load_table)) is not None:
         return cached
+    with phase("building the counterfitted-glove synonym table (first use; no idle time measured for it yet)"):
+        return _build(settings, target, key, words, vectors, origin, k, config, files, console)
+
+
+def _build(settings: Settings, target, key: str, words, vectors, origin: str, k: int, config, files,
+           console) -> SynonymTable:
+    from robench.engine.resources.counterfit import counter_fit, normalise, pair_ids, top_neighbours
+
     say = console.print if console is not None else (lambda *a, **kw: None)
     started = time.perf_counter()
     index = {w: i for i, w in enumerate(words)}
