@@ -20,7 +20,8 @@ from robench.core.errors import RobenchError
 from robench.core.packed import EXAMPLES, READINGS_DIR, RECORDS, pack_results_dir, runs_to_read, unpack
 from robench.core.records import find_record
 from robench.core.text import from_spreadsheet_cell, markdown_cell, spreadsheet_cell
-from robench.report.annotate import export_study, import_sheet, read_sheet
+from robench.report.annotate import export_study, import_sheet
+from robench.report.annotate_sheet import read_sheet
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:
@@ -353,10 +354,10 @@ def test_with_reference_never_writes_into_your_runs_and_compares_every_seed(caps
     text = " ".join(out.split())
     assert "1 vs 0 1 2 3 4" in text and "seed 1 vs 0 1 2 3 4" in text
 
-    run = next(r for r in map(json.loads, (p.read_text() for p in settings.runs_dir.glob("*.json"))))
     from robench.core.records import read_examples
 
-    example = read_examples(settings.runs_dir, run["run_id"])[0]
+    run, example = next((r, e) for r in map(json.loads, (p.read_text() for p in settings.runs_dir.glob("*.json")))
+                        for e in read_examples(settings.runs_dir, r["run_id"]) if e.status == "successful")
     write_readings(settings.runs_dir, "s1", [Reading("s1", run["run_id"], example.index, example.original_text,
                                                      example.perturbed_text, "positive", "positive", "positive", 4,
                                                      True)], "2026-01-01T00:00:00")
@@ -364,6 +365,7 @@ def test_with_reference_never_writes_into_your_runs_and_compares_every_seed(caps
                         "--html", settings.results_dir / "board.html")
     assert code == 0, err
     assert (settings.results_dir / "with-toy" / "runs" / READINGS_DIR / "s1.json").is_symlink()
+    assert "a blind reader accepted" in (settings.results_dir / "board.html").read_text()
     assert sorted(p.name for p in settings.runs_dir.iterdir()) == sorted([*mine, READINGS_DIR])
     assert len(_csv(settings.results_dir / "with-toy" / "leaderboard.csv")) == 2
 

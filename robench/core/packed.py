@@ -23,6 +23,7 @@ Nothing is lost to a stop (a kill, a full disk) at any point:
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -111,13 +112,12 @@ def settle(results_dir: Path) -> None:
     results_dir = Path(results_dir)
     commit = results_dir / COMMIT
     if commit.is_dir():
-        for path in sorted((commit / READINGS_DIR).glob("*.json")):
-            (results_dir / READINGS_DIR).mkdir(exist_ok=True)
-            os.replace(path, results_dir / READINGS_DIR / path.name)
-        for name in (EXAMPLES, RECORDS):
-            if (commit / name).is_file():
-                os.replace(commit / name, results_dir / name)
-        shutil.rmtree(commit)
+        moves = [(path, results_dir / READINGS_DIR / path.name) for path in sorted((commit / READINGS_DIR).glob("*"))]
+        for source, target in moves + [(commit / name, results_dir / name) for name in (EXAMPLES, RECORDS)]:
+            target.parent.mkdir(exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):  # moved already (by another process settling it)
+                os.replace(source, target)
+        shutil.rmtree(commit, ignore_errors=True)
     if (results_dir / STAGE).is_dir():
         shutil.rmtree(results_dir / STAGE, ignore_errors=True)
 
