@@ -1,6 +1,7 @@
 """Every comparison statistic of the reference's studies (docs/studies/reference.md, results.md, gpu.md) regenerates
 from the packed records (studies/doc_figures.py), and the replicated positive control's result
 (studies/control_replication.py) from its records."""
+import json
 import shutil
 
 import pytest
@@ -55,6 +56,16 @@ def test_the_replicated_control_regenerates_from_its_records(shared_data, monkey
     load_study("control_replication").main(tmp_path)
     for name in ("confirmatory.md", "confirmatory.json"):
         assert (tmp_path / name).read_text() == (folder / name).read_text(), name
+    from robench.core.packed import runs_to_read
+    from robench.core.records import iter_records
+    from robench.grid.config import expand, load_config
+
+    def cell(spec: dict) -> str:  # the spec as the grid asks for it (the data's fingerprint is added at the run)
+        return json.dumps({k: v for k, v in spec.items() if k != "data_fingerprint"}, sort_keys=True)
+
+    registered = expand(load_config(figures.ROOT / "results" / "grid-control-replication.toml"))
+    cells = {cell(spec.to_dict()) for spec in registered}
+    assert all(cell(r.spec) in cells for r in iter_records(runs_to_read(tmp_path)))  # every record a registered cell
 
 
 @pytest.mark.parametrize("seeds, verdict, complete", [((5, 6, 7, 8, 9), "confirmed: more robust", True),

@@ -208,8 +208,8 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     from robench.classifier.victim import Victim, defended
     from robench.data import TASKS
     from robench.data.loading import load_split, subset, texts_of
-    from robench.runs.estimate import leave_one_out
     from robench.runs.options import data_source
+    from robench.runs.speed import leave_one_out
     from robench.training.defense import resolve_model
     from robench.training.loop import encode, train_step, training_context
     from robench.training.objective import Objective
