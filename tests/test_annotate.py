@@ -17,7 +17,8 @@ from robench.cli import main
 from robench.core.hashing import content_hash
 from robench.core.records import RunRecord
 from robench.core.types import ExampleResult
-from robench.report.annotate import COLUMNS, export_study, import_sheet, read_sheet, sheet_csv
+from robench.report.annotate import export_study, import_sheet, sheet_csv
+from robench.report.annotate_sheet import COLUMNS, read_sheet
 from robench.report.readings import Rate, readings_by_run, readings_path, summarize
 from robench.report.stats import wilson_interval
 from robench.runs.spec import RunSpec, TrainConfig

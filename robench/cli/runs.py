@@ -100,8 +100,8 @@ def protocol_estimate(runs: list[ResolvedRun], device: str, remeasure: bool = Fa
 def remeasure(runs: list[ResolvedRun], device: str) -> None:
     """`--remeasure` before a run: time each run's model again now (the run's estimate then reads it)."""
     from robench.classifier.device import pick_device
-    from robench.runs.estimate import model_speed
     from robench.runs.runner import _say
+    from robench.runs.speed import model_speed
 
     torch_device = pick_device(device)
     for resolved in runs:

@@ -84,7 +84,7 @@ def plan_resolved(resolved: ResolvedRun, device: str = "auto", cost: bool = True
                   say: Callable[[str], None] | None = None, remeasure: bool = False) -> RunPlan:
     """`plan` of a resolved run (an attack plan when it was resolved with its attack); `remeasure`: time the model
     even when a measurement of its speed is cached."""
-    from robench.runs.estimate import _cache_path
+    from robench.runs.speed import _cache_path
 
     spec, settings, attack = resolved.spec, resolved.settings, resolved.recipe is not None
     given = not spec.trains  # a given checkpoint: nothing to train; its inference rate is measured
