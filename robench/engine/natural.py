@@ -150,8 +150,10 @@ def natural_constraints(natural: NaturalFilters | None, profile: Profile | None 
     if natural is None:
         return []
     grammar = dataclasses.replace(natural.grammar, profile=profile) if profile else natural.grammar
-    sense_min_cos = getattr(params, "sense_min_cos", None)
-    sense = natural.sense if sense_min_cos is None else dataclasses.replace(natural.sense, min_cos=sense_min_cos)
+    sense, sense_min_cos = natural.sense, getattr(params, "sense_min_cos", None)
+    if dataclasses.is_dataclass(sense) and hasattr(sense, "profile"):  # the real sense filter: its time and threshold
+        sense = dataclasses.replace(sense, profile=profile or sense.profile,
+                                    min_cos=sense.min_cos if sense_min_cos is None else sense_min_cos)
     return [natural.fixed, natural.inflection, sense, *([grammar] if getattr(params, "grammar_check", True) else [])]
 
 
