@@ -20,7 +20,8 @@ from robench.core.errors import RobenchError
 from robench.core.packed import EXAMPLES, READINGS_DIR, RECORDS, pack_results_dir, runs_to_read, unpack
 from robench.core.records import find_record
 from robench.core.text import from_spreadsheet_cell, markdown_cell, spreadsheet_cell
-from robench.report.annotate import export_study, import_sheet, read_sheet
+from robench.report.annotate import export_study, import_sheet
+from robench.report.annotate_sheet import read_sheet
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:
