@@ -176,6 +176,21 @@ def check_natural(settings: Settings) -> None:
         raise RobenchError("the natural setting's grammar check needs harper-py (pip install harper-py)") from exc
 
 
+def natural_resources() -> dict[str, str]:
+    """The resources the `natural` filters read (robench.engine.resources.identity), with their variants."""
+    return {"pos-tagger": "default", "lexicon": "default", "context-similarity": "default",
+            "natural-filters": "default"}
+
+
+def natural_identity(settings: Settings) -> dict[str, str]:
+    """The filters' own inputs: the collocation corpora's checksums and the grammar and inflection packages."""
+    from robench.engine.resources.files import data_file, inputs_digest
+
+    corpora = [data_file(settings, relative, "collocation corpus") for relative in COLLOCATION_CORPORA]
+    return {"corpora": inputs_digest(settings, corpora), "harper": _version("harper-py"),
+            "lemminflect": _version("lemminflect")}
+
+
 def load_natural(settings: Settings, device: Any) -> NaturalFilters:
     """The `natural` setting's filters on the offline resources (tagger, WordNet, corpora, Harper, sense)."""
     from robench.engine.resources.lexicon import lexicon
