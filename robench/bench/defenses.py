@@ -29,7 +29,8 @@ from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.params import params_by_model
 from robench.core.paths import Settings
-from robench.report.leaderboard import aggregate, csv_text, format_mean_std, records_frame
+from robench.report.leaderboard import aggregate, csv_text, records_frame
+from robench.report.leaderboard_markdown import format_mean_std
 from robench.runs.spec import TrainConfig
 from robench.runs.store import now
 
