@@ -114,7 +114,13 @@ from robench.engine.constraints import (
     WordNetPos,
 )
 from robench.engine.fluency import Fluency
-from robench.engine.natural import NaturalFilters, check_natural, load_natural, natural_constraints
+from robench.engine.natural import (
+    NaturalFilters,
+    check_natural,
+    load_natural,
+    natural_constraints,
+    natural_resources,
+)
 from robench.engine.natural import describe as describe_natural
 from robench.engine.recipe import Composition, Greedy, SwapsOf, Transformation, WordSwapRecipe
 from robench.engine.resources.lexicon import lexicon
@@ -170,6 +176,20 @@ class BertAttackResources:
     senses: WordNetPos | None = None  # the WordNet part-of-speech check (valid_synonyms)
     natural: NaturalFilters | None = None  # the `natural` setting's filters; None: another setting
     fluency: Fluency | None = None  # the language model's constraint (`fluency_max_drop`); None: off
+
+
+def uses(params: BertAttackParams) -> dict[str, str]:
+    """The resources (robench.engine.resources.identity) whose version can change what the attack finds."""
+    out = {"stopwords": "default", "masked-lm": params.masked_lm, "sentence-encoder": params.sentence_encoder}
+    if params.filter_antonyms or params.valid_synonyms:
+        out["lexicon"] = "default"
+    if params.min_cos > -1 or params.valid_synonyms:
+        out["synonyms"] = "lexicon"
+    if params.valid_synonyms:
+        out["pos-tagger"] = "default"
+    if params.fluency_max_drop is not None:
+        out["causal-lm"] = "default"
+    return {**out, **(natural_resources() if budget_setting(params.budget).natural_filters else {})}
 
 
 def load_resources(params: BertAttackParams, settings: Settings, device) -> BertAttackResources:
@@ -331,6 +351,7 @@ RECIPE = ATTACKS.register("bert-attack")(WordSwapRecipe(
     summary="BERT-Attack (Li et al., 2020): masked-LM candidates (K=48, exact top-K sub-word combinations) that "
             "are valid synonyms, importance by [MASK], <=40% words, greedy; batched across examples",
     params=BertAttackParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
+    resources=uses,
     # (queries - examples) / words over the v3 reference's 9,900 attacked SST-2 inputs at the default setting
     query_cost_per_word=0.73,  # (docs/studies/presets.md, "Queries per word")
     load_seconds=5.5,  # (docs/studies/presets.md, "The attack's fixed cost")

@@ -216,6 +216,7 @@ RECIPE = ATTACKS.register("gradient-swap")(GradientSwapRecipe(
             "unrolled solver, or gradient=bpda), first-order candidate ranking, textfooler's constraints",
     params=GradientSwapParams, check=textfooler.check, summarize=_summarize, load_resources=textfooler.load_resources,
     describe=describe, compose=compose, progress_label=lambda params: f"gradient-swap ({params.gradient})",
+    resources=textfooler.uses,
     # (queries - examples) / words over the v3 reference's 9,900 attacked SST-2 inputs at the default setting
     query_cost_per_word=1.38,  # (docs/studies/presets.md, "Queries per word")
     load_seconds=6.5,  # (docs/studies/presets.md, "The attack's fixed cost")

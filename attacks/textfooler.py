@@ -128,7 +128,13 @@ from robench.engine.constraints import (
     WordNetPos,
 )
 from robench.engine.fluency import Fluency
-from robench.engine.natural import NaturalFilters, check_natural, load_natural, natural_constraints
+from robench.engine.natural import (
+    NaturalFilters,
+    check_natural,
+    load_natural,
+    natural_constraints,
+    natural_resources,
+)
 from robench.engine.natural import describe as describe_natural
 from robench.engine.recipe import Composition, Greedy, SynonymSwap, WordSwapRecipe
 from robench.engine.resources.context import context_similarity
@@ -196,6 +202,19 @@ def check(task: Task, params: TextFoolerParams, settings: Settings) -> None:
     check_fluency(params, settings)
 
 
+def uses(params: TextFoolerParams) -> dict[str, str]:
+    """The resources (robench.engine.resources.identity) whose version can change what the attack finds."""
+    out = {"stopwords": "default", "pos-tagger": "default", "synonyms": params.synonym_source,
+           "sentence-encoder": params.sentence_encoder}
+    if params.wordnet_pos:
+        out["lexicon"] = "default"
+    if params.min_context_cos is not None:
+        out["context-similarity"] = "default"
+    if params.fluency_max_drop is not None:
+        out["causal-lm"] = "default"
+    return {**out, **(natural_resources() if budget_setting(params.budget).natural_filters else {})}
+
+
 def load_resources(params: TextFoolerParams, settings: Settings, device) -> TextFoolerResources:
     return TextFoolerResources(resources.stopwords(settings), resources.pos_tagger(settings),
                                resources.synonym_table(settings, source=params.synonym_source),
@@ -243,6 +262,7 @@ RECIPE = ATTACKS.register("textfooler")(WordSwapRecipe(
     summary="TextFooler (Jin et al., 2020): importance by deletion, counter-fitted synonyms, POS + sentence "
             "similarity, greedy; batched across examples",
     params=TextFoolerParams, check=check, load_resources=load_resources, describe=describe, compose=compose,
+    resources=uses,
     # (queries - examples) / words over the v3 reference's 9,900 attacked SST-2 inputs at the default setting
     query_cost_per_word=1.59,  # (docs/studies/presets.md, "Queries per word")
     load_seconds=6.5,  # (docs/studies/presets.md, "The attack's fixed cost")

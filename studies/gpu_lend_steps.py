@@ -190,10 +190,10 @@ def attack_whole_split(protocol: Protocol, options, settings, device: str, targe
 
 
 def calibrate(protocol: Protocol, paths: Paths, settings, device: str) -> dict[str, dict[str, float]]:
-    """`robench.runs.estimate.model_speed` of each claim model at the claims' training values, on this device."""
+    """`robench.runs.speed.model_speed` of each claim model at the claims' training values, on this device."""
     from robench.classifier.device import pick_device
-    from robench.runs.estimate import model_speed
     from robench.runs.resolve import resolve_run
+    from robench.runs.speed import model_speed
 
     out = {}
     for spec in claim_specs(replace(protocol, seeds=protocol.seeds[:1]), protocol.models, protocol.min_train_size,
@@ -213,7 +213,7 @@ def _write_calibration(paths: Paths, measured: dict[str, Any], device: str) -> N
 # ---------------------------------------------------------------- step 2: how many jobs saturate the device
 
 def probe_worker(protocol: Protocol, paths: Paths, device: str, index: int, folder: Path) -> None:
-    """One probe process: build the slowest claim model and its objective as `robench.runs.estimate.measure_speed` does,
+    """One probe process: build the slowest claim model and its objective as `robench.runs.speed.measure_speed` does,
     take one warm-up step, say it is ready, then time `probe_steps` steps in every round it belongs to."""
     import torch
     from transformers import DataCollatorWithPadding

@@ -123,7 +123,7 @@ def read_pair(attack: str, fluent: bool, original_text: str, adversarial_text: s
 
 def read_study(folder: Path) -> tuple[list[ReadPair], int]:
     """The read pairs of one study folder (`filled.csv`, `key.json`), and how many were left out."""
-    from robench.report.annotate import Example, check_sheet, read_key, read_sheet
+    from robench.report.annotate_sheet import Example, check_sheet, read_key, read_sheet
 
     key = read_key(folder / "key.json")
     examples = key["examples"]

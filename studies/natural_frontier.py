@@ -58,6 +58,10 @@ SETTINGS: dict[str, dict] = {
     "cos 0.7, enc 0.90, k 20": {"min_cos": 0.7, "encoder_threshold": 0.9, "k": 20},
     "cos 0.7, enc 0.90, sense 0.6": {"min_cos": 0.7, "encoder_threshold": 0.9, "sense_min_cos": 0.6},
     "cos 0.7, enc 0.90, no grammar check": {"min_cos": 0.7, "encoder_threshold": 0.9, "grammar_check": False},
+    "cos 0.5, enc 0.86": {"min_cos": 0.5, "encoder_threshold": 0.86},
+    "cos 0.5, enc 0.86, LM off": {"min_cos": 0.5, "encoder_threshold": 0.86, "fluency_max_drop": 1000.0},
+    "cos 0.5, enc 0.86, LM only (no sense, no grammar)": {"min_cos": 0.5, "encoder_threshold": 0.86,
+                                                          "sense_min_cos": -1.0, "grammar_check": False},
 }
 
 

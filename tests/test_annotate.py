@@ -17,7 +17,8 @@ from robench.cli import main
 from robench.core.hashing import content_hash
 from robench.core.records import RunRecord
 from robench.core.types import ExampleResult
-from robench.report.annotate import COLUMNS, export_study, import_sheet, read_sheet, sheet_csv
+from robench.report.annotate import export_study, import_sheet, sheet_csv
+from robench.report.annotate_sheet import COLUMNS, read_sheet
 from robench.report.readings import Rate, readings_by_run, readings_path, summarize
 from robench.report.stats import wilson_interval
 from robench.runs.spec import RunSpec, TrainConfig
@@ -354,3 +355,15 @@ def test_the_form_used_as_a_reader_would_saves_a_sheet_that_imports(results, tmp
     n = sum(x.n for x in summaries)
     assert n == 6 and sum(x.meaning_kept.count for x in summaries) == n  # meaning 3 of 4 keeps it
     assert sum(x.fluent.count for x in summaries) == sum(x.valid.count for x in summaries) == 0
+
+
+def test_the_import_table_keeps_its_headers_whole_at_80_columns(results, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    root, _ = results
+    done = export_study([root], tmp_path / "study", n=4, seed=3)
+    assert main(["annotate", "import", str(fill(done.sheet, done.key, honest)), "--key", str(done.key)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["task", "attack"])
+    assert header.split() == ["task", "attack", "setting", "model", "read", "label", "meaning", "fluent", "valid",
+                              "gold"]
+    assert all(len(line) <= 80 for line in lines if not line.startswith("wrote"))

@@ -96,7 +96,7 @@ def _checkpoint_key(settings, tmp_path, backbone):
 
 
 def _speed_measurement(settings, tmp_path, backbone):
-    from robench.runs.estimate import _cache_path
+    from robench.runs.speed import _cache_path
 
     return settings.data_dir / "sst2" / "dev.tsv", \
         lambda: _cache_path(_resolved(settings, backbone), torch.device("cpu"))

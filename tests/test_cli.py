@@ -1,5 +1,6 @@
 """Bad input: one clear line on stderr, a non-zero exit, never a traceback."""
 import os
+import re
 import subprocess
 import sys
 
@@ -108,3 +109,36 @@ def test_list_shows_sources(capsys):
     assert "bert" in out and "advglue" in out and "sst2" in out and "robench" in out
     assert "robench: importing the built-in models for their summaries" in err  # the one slow part says so
     assert "transfer:RUN_ID" in out  # attack families are listed with what their argument is
+
+
+def test_every_task_has_a_summary():
+    """`robench list tasks` says what each task is (issue 61: five of eight had an empty summary)."""
+    from robench.data import TASKS
+
+    for name in TASKS.names():
+        assert TASKS.get(name).summary, f"task {name!r} has no summary"
+
+
+def test_list_tasks_keeps_every_summary_at_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["list", "tasks"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for name in ("SST-2", "RTE", "QNLI", "MR", "AG News", "MNLI", "QQP"):
+        assert name in out
+
+
+def test_a_progress_bar_keeps_its_counters_at_80_columns():
+    import io
+
+    from rich.console import Console
+
+    from robench.core.progress import progress_bar
+
+    for width in (60, 80):
+        buf = io.StringIO()
+        with progress_bar(Console(file=buf, width=width, force_terminal=True, color_system=None)) as bar:
+            bar.update(bar.add_task("textfooler (120 successful, 31 failed, 22 skipped, 1 error) " * 2, total=3000),
+                       advance=1017)
+        drawn = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line) for line in re.split(r"[\r\n]", buf.getvalue())]
+        last = [line for line in drawn if "/3000" in line][-1]
+        assert "1017/3000" in last and "0:00:00" in last and len(last) <= width, last

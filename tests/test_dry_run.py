@@ -54,7 +54,7 @@ def test_the_estimate_names_the_start_up_and_each_resource_the_run_builds(capsys
     from robench.core import machine
     from robench.engine.resources.lexicon import RELATIONS_BUILD_SECONDS
     from robench.engine.resources.lexicon_table import LEXICON_BUILD_SECONDS
-    from robench.runs.estimate import duration
+    from robench.runs.speed import duration
 
     monkeypatch.setattr(machine, "slowdown", lambda: 3.0)  # this machine, now: three times the reference's time
     out = _dry_run(capsys, settings, tiny_backbone).out
@@ -90,8 +90,9 @@ def test_the_attack_estimate_adds_the_recipe_fixed_cost_and_counts_queries_by_th
 
     import torch
 
-    from robench.runs.estimate import estimate, query_length
+    from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
+    from robench.runs.speed import query_length
 
     assert query_length(("a fine film",)) == 4 and query_length(("one", "two words")) == 5
     run = resolve_run(tiny_spec(tiny_backbone, attack="textfooler"), settings)
@@ -125,8 +126,9 @@ def test_no_estimate_skips_timing_the_model(capsys, settings, tiny_backbone):
 def test_a_stale_speed_measurement_is_taken_again(settings, tiny_backbone):
     import torch
 
-    from robench.runs.estimate import Measured, _cache_path, _cached_speed, estimate
+    from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
+    from robench.runs.speed import Measured, _cache_path, _cached_speed
 
     run = resolve_run(tiny_spec(tiny_backbone), settings)
     estimate(run, torch.device("cpu"), train_cached=False)
@@ -147,18 +149,22 @@ def test_a_measurement_under_another_load_or_with_remeasure_is_taken_again(capsy
     --remeasure) times the model again and says why; under a like load it reuses it and says when and under what
     load it was taken."""
     from robench.core.machine import Load
-    from robench.runs import estimate
+    from robench.runs import estimate, speed
 
-    monkeypatch.setattr(estimate, "load", lambda: Load(0.5, 2))
+    def load_now(average: float) -> None:  # the load the measurement sees and the one the estimate describes
+        for module in (speed, estimate):
+            monkeypatch.setattr(module, "load", lambda: Load(average, 2))
+
+    load_now(0.5)
     _dry_run(capsys, settings, tiny_backbone)
     (saved,) = [json.loads(p.read_text()) for p in (settings.cache_dir / "estimates").glob("*.json")]
     assert saved["load"] == {"average": 0.5, "cpus": 2}
-    monkeypatch.setattr(estimate, "load", lambda: Load(0.9, 2))  # like load: reused
+    load_now(0.9)  # like load: reused
     again = _dry_run(capsys, settings, tiny_backbone)
     assert "timing" not in again.err
     assert " ago under load 0.5 on 2 CPUs (now 0.9; measured again when the load differs materially, or with " \
            "--remeasure)" in again.out and "  speed measured " in again.out
-    monkeypatch.setattr(estimate, "load", lambda: Load(6.0, 2))  # a busy machine now: timed again
+    load_now(6.0)  # a busy machine now: timed again
     busy = _dry_run(capsys, settings, tiny_backbone)
     assert "(measured under load 0.5 on 2 CPUs, load 6.0 on 2 CPUs now)" in busy.err
     assert "  speed measured just now under load 6.0 on 2 CPUs" in busy.out
@@ -169,8 +175,8 @@ def test_a_measurement_under_another_load_or_with_remeasure_is_taken_again(capsy
 def test_the_speed_measurement_is_shared_across_cost_free_parameters_only(settings, tiny_backbone):
     import torch
 
-    from robench.runs.estimate import _cache_path
     from robench.runs.resolve import resolve_run
+    from robench.runs.speed import _cache_path
 
     def path(params):
         return _cache_path(resolve_run(tiny_spec(tiny_backbone, model="imbert", model_params=params), settings),
@@ -188,7 +194,7 @@ def test_the_timing_stops_at_its_budget_after_one_step_and_the_minimum_queries(c
     import shutil
 
     from robench.classifier.victim import Victim
-    from robench.runs import estimate
+    from robench.runs import speed
     from robench.training import loop
 
     steps, calls = [], []
@@ -196,13 +202,13 @@ def test_the_timing_stops_at_its_budget_after_one_step_and_the_minimum_queries(c
     monkeypatch.setattr(loop, "train_step", lambda o, opt, s, batch, *a: steps.append(len(batch["labels"]))
                         or train_step(o, opt, s, batch, *a))
     monkeypatch.setattr(Victim, "predict", lambda self, inputs: calls.append(len(inputs)) or predict(self, inputs))
-    monkeypatch.setattr(estimate, "TIMING_BUDGET", 600.0)  # everything is fast (on a loaded machine too)
+    monkeypatch.setattr(speed, "TIMING_BUDGET", 600.0)  # everything is fast (on a loaded machine too)
     _dry_run(capsys, settings, tiny_backbone, "--train-size", "8", "--eval-size", "12")
-    assert steps == [estimate.WARMUP_EXAMPLES, 8, 8]  # both steps
-    assert calls[0] <= estimate.WARMUP_QUERIES
+    assert steps == [speed.WARMUP_EXAMPLES, 8, 8]  # both steps
+    assert calls[0] <= speed.WARMUP_QUERIES
     steps.clear(), calls.clear()
-    monkeypatch.setattr(estimate, "TIMING_BUDGET", 0.0)  # everything is slow now
+    monkeypatch.setattr(speed, "TIMING_BUDGET", 0.0)  # everything is slow now
     shutil.rmtree(settings.cache_dir / "estimates")
     _dry_run(capsys, settings, tiny_backbone, "--train-size", "8", "--eval-size", "12")
-    assert steps == [estimate.WARMUP_EXAMPLES, 8]
-    assert sum(calls[1:]) >= estimate.MIN_QUERIES and sum(calls[1:-1]) < estimate.MIN_QUERIES
+    assert steps == [speed.WARMUP_EXAMPLES, 8]
+    assert sum(calls[1:]) >= speed.MIN_QUERIES and sum(calls[1:-1]) < speed.MIN_QUERIES

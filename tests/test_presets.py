@@ -191,7 +191,7 @@ def test_bench_estimate_times_a_first_and_a_second_dry_run(capsys, settings, tin
 
 
 def test_speed_measurement_queries_look_like_an_attacks():
-    from robench.runs.estimate import leave_one_out
+    from robench.runs.speed import leave_one_out
 
     assert leave_one_out(("a premise", "x y z")) == [("a premise", "y z"), ("a premise", "x z"),
                                                       ("a premise", "x y")]

@@ -124,8 +124,8 @@ def test_a_dry_run_does_not_call_a_record_with_an_edited_csv_finished(capsys, wh
 
 def test_two_task_files_of_one_name_never_share_a_speed_measurement(settings, tiny_backbone, tmp_path):
     from robench.data.file_tasks import file_task_definition
-    from robench.runs.estimate import _cache_path
     from robench.runs.resolve import resolve_run
+    from robench.runs.speed import _cache_path
 
     paths = []
     for folder, words in (("short", 6), ("long", 400)):

@@ -73,6 +73,31 @@ def test_run_page_filters_by_outcome_and_marks_changed_words(tmp_path, browser):
     assert browser.save_screenshot(str(shot))
 
 
+def test_run_page_stacks_the_texts_on_a_phone_and_fits_wider_screens(tmp_path, browser):  # noqa: F811
+    """At 390 px each example is a card whose original and adversarial texts are stacked at full width, on screen;
+    at 1280 and 1920 px the table fits (nothing behind a scrollbar) with the texts side by side."""
+    from test_leaderboard_page import SIZES, _inside, _set_viewport
+
+    write_run(tmp_path / "results" / "runs")
+    page = tmp_path / "site" / "run.html"
+    assert main(["show", RUN_ID[:20], "--results-dir", str(tmp_path / "results"), "--html", str(page)]) == 0
+    for width, height in SIZES:
+        _set_viewport(browser, width, height)
+        browser.get(page.as_uri())
+        sizes = browser.execute_script("const e = document.documentElement; return [e.scrollWidth, e.clientWidth]")
+        assert sizes[0] <= sizes[1], f"{width} px: the page scrolls sideways {sizes}"
+        for row in browser.find_elements("css selector", "#examples tbody tr"):
+            original, adversarial = row.find_elements("css selector", "td.text")
+            assert _inside(browser, original, width) and _inside(browser, adversarial, width), width
+            if width < 600:  # stacked: the adversarial text under the original, each as wide as the card
+                assert adversarial.location["y"] >= original.location["y"] + original.size["height"] - 1
+                assert original.size["width"] > 0.8 * (width - 40)
+            else:  # side by side
+                assert adversarial.location["y"] == original.location["y"]
+                assert adversarial.location["x"] > original.location["x"]
+        browser.save_screenshot(str(tmp_path / f"run-{width}.png"))
+
+
 def test_leaderboard_links_each_run_to_its_page(tmp_path, browser):  # noqa: F811
     write_run(tmp_path / "results" / "runs")
     page = tmp_path / "site" / "leaderboard.html"

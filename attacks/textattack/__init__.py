@@ -95,12 +95,19 @@ def check(spec: TextAttackSpec, task: Task, params: TextAttackParams, settings: 
         resources.require_masked_lm(settings, params.mlm, "--attack-param mlm")
 
 
+def uses(spec: TextAttackSpec, params: TextAttackParams) -> dict[str, str]:
+    """The robench resources (robench.engine.resources.identity) the recipe reads in place of its downloads."""
+    wanted = {"embedding": ("synonyms", params.synonym_source), "mlm": ("masked-lm", params.mlm),
+              "encoder": ("sentence-encoder", params.sentence_encoder)}
+    return dict(wanted[need] for need in sorted(spec.needs) if need in wanted)
+
+
 def _entry(spec: TextAttackSpec) -> AttackRecipe:
     return AttackRecipe(
         name=f"textattack:{spec.name}",
         summary=f"TextAttack {SUPPORTED_VERSION} {spec.recipe} ({spec.paper}) on offline resources; reference backend",
         attack=functools.partial(attack, spec), params=TextAttackParams, check=functools.partial(check, spec),
-        word_swaps=bool(spec.needs & {"embedding", "mlm", "wordnet"}),
+        word_swaps=bool(spec.needs & {"embedding", "mlm", "wordnet"}), resources=functools.partial(uses, spec),
         query_cost_per_word=4.4,  # textattack:textfooler: 80.0 queries / 18.2 words (docs/studies/results.md); a rough
         # figure for the other recipes, whose search costs differ
         load_seconds=4.5,  # textattack:textfooler (docs/studies/presets.md, "The attack's fixed cost")

@@ -89,7 +89,7 @@ def analysis_frame(results_dir: Path, cache_dir: Path | None = None) -> pd.DataF
 
     from robench.core.records import iter_records
     from robench.report.identity import ModelSettings
-    from robench.report.leaderboard import ANALYSIS_KEYS, ANALYSIS_METRICS
+    from robench.report.leaderboard_columns import ANALYSIS_KEYS, ANALYSIS_METRICS
 
     runs = runs_to_read(results_dir, cache_dir)
     ids = ModelSettings(iter_records(runs) if runs.is_dir() else ())

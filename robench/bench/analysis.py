@@ -21,7 +21,7 @@ import numpy as np
 
 from robench.bench.options import AnalysisBenchOptions
 from robench.core.paths import Settings
-from robench.report.leaderboard import format_mean_std
+from robench.report.leaderboard_markdown import format_mean_std
 from robench.runs.spec import RunSpec
 
 # metric -> (column title, +1 if the paper expects adversarial fine-tuning to raise it, -1 to lower it, percent?)

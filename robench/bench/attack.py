@@ -63,6 +63,8 @@ STOCK = "textattack:textfooler (stock wrapper)"  # TextAttack as shipped: Huggin
 PROFILE_ROWS = (("victim forward", ("victim forward",)), ("masked LM (candidates)", ("mlm",)),
                 ("victim input gradients", ("victim gradient",)), ("sentence encoder", ("embed",)),
                 ("POS tagging", ("pos tagging",)), ("candidate generation", ("candidates",)),
+                ("sense filter", ("context similarity",)), ("grammar check", ("grammar check",)),
+                ("language model (fluency)", ("lm",)),
                 ("search bookkeeping", ("search",)), ("victim cache, counters, budgets", ("victim bookkeeping",)),
                 ("engine loop, progress, results", ("engine",)))
 MODEL_PARTS = ("victim forward", "mlm", "victim gradient")

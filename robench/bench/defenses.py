@@ -29,7 +29,8 @@ from robench.core.errors import RobenchError
 from robench.core.files import atomic_write
 from robench.core.params import params_by_model
 from robench.core.paths import Settings
-from robench.report.leaderboard import aggregate, csv_text, format_mean_std, records_frame
+from robench.report.leaderboard import aggregate, csv_text, records_frame
+from robench.report.leaderboard_markdown import format_mean_std
 from robench.runs.spec import TrainConfig
 from robench.runs.store import now
 
@@ -208,8 +209,8 @@ def step_cost(options: DefensesOptions, steps: int, settings: Settings,
     from robench.classifier.victim import Victim, defended
     from robench.data import TASKS
     from robench.data.loading import load_split, subset, texts_of
-    from robench.runs.estimate import leave_one_out
     from robench.runs.options import data_source
+    from robench.runs.speed import leave_one_out
     from robench.training.defense import resolve_model
     from robench.training.loop import encode, train_step, training_context
     from robench.training.objective import Objective

@@ -4,9 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
-from robench.cli.common import plain
+from robench.cli.common import narrow_table, plain
 
 
 def add_parser(sub) -> None:
@@ -50,11 +49,11 @@ def cmd_import(args) -> None:
 
     done = import_sheet(Path(args.sheet), Path(args.key))
     models, shared = short_models([model for *_, model in done.summaries])
-    table = Table(title=f"blind reading, study {done.study} (Wilson 95% intervals)",
-                  caption=f"every model: {shared}" if shared else None)
-    for name in ("task", "attack", "setting", "model", "read", "label kept", "meaning >= 3", "fluent", "valid",
-                 "originals as gold"):
-        table.add_column(name, overflow="fold")
+    caption = "read: pairs read; label: label kept; meaning: meaning kept (>= 3 of 4); fluent; valid: all three; " \
+              "gold: originals read as gold" + (f"; every model: {shared}" if shared else "")
+    table = narrow_table(f"blind reading, study {done.study} (Wilson 95% intervals)",
+                         ("task", "attack", "setting", "model", "read", "label", "meaning", "fluent", "valid", "gold"),
+                         caption)
     for (task, attack, setting, model), s in done.summaries.items():
         table.add_row(plain(task), plain(attack), plain(setting), plain(models[model]), str(s.n), s.label_kept.text(),
                       s.meaning_kept.text(), s.fluent.text(), s.valid.text(), s.originals_as_gold.text())

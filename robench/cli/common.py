@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from robench.runs.presets import DEFAULT_PRESET, PRESETS
@@ -148,12 +149,29 @@ def plain(text) -> Text:
     return Text(terminal_safe(text))
 
 
-def run_title(spec: dict) -> str:
-    """A run as its record names it: `MODEL × ATTACK on TASK` and, for a model robench fine-tuned, its backbone and
-    seed (a given checkpoint's name, `checkpoint:NAME@HASH`, already says what it is)."""
+def narrow_table(title: str, headers: tuple[str, ...], caption: str | None = None) -> Table:
+    """A rich table that keeps its headers whole on an 80-column terminal: light rules, one space between columns,
+    and each column at least as wide as its header's longest word (cells fold; headers break only between
+    words)."""
+    from rich import box
+
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    for header in headers:
+        table.add_column(header, overflow="fold", min_width=max(len(word) for word in header.split()))
+    return table
+
+
+def run_title(spec: dict, hyperparameters: dict | None = None) -> str:
+    """A run as its record names it: `MODEL × ATTACK (budget=SETTING) on TASK` and, for a model robench
+    fine-tuned, its backbone and seed (a given checkpoint's name, `checkpoint:NAME@HASH`, already says what it
+    is). The budget setting is the resolved one of `hyperparameters` (a record's), else the spec's."""
+    from robench.report.identity import budget_of
+
     trained = spec.get("checkpoint") is None
-    return (f"{spec.get('model')} × {spec.get('attack')} on {spec.get('task')}"
-            + (f" (backbone {spec.get('backbone')}, seed {spec.get('seed')})" if trained else ""))
+    budget = budget_of(spec, hyperparameters)
+    return (f"{spec.get('model')} × {spec.get('attack')}" + (f" (budget={budget})" if budget else "")
+            + f" on {spec.get('task')}" + (f" (backbone {spec.get('backbone')}, seed {spec.get('seed')})"
+                                           if trained else ""))
 
 
 def progress_console(args) -> Console | None:

@@ -100,8 +100,8 @@ def protocol_estimate(runs: list[ResolvedRun], device: str, remeasure: bool = Fa
 def remeasure(runs: list[ResolvedRun], device: str) -> None:
     """`--remeasure` before a run: time each run's model again now (the run's estimate then reads it)."""
     from robench.classifier.device import pick_device
-    from robench.runs.estimate import model_speed
     from robench.runs.runner import _say
+    from robench.runs.speed import model_speed
 
     torch_device = pick_device(device)
     for resolved in runs:
@@ -232,7 +232,8 @@ ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (cl
 
 
 def summary_table(record) -> Table:
-    table = Table(title=plain(f"{run_title(record.spec)}: {record.metrics.get('examples')} examples"))
+    title = f"{run_title(record.spec, record.hyperparameters)}: {record.metrics.get('examples')} examples"
+    table = Table(title=plain(title))
     table.add_column("Metric")
     table.add_column("Value", justify="right")
     for label, key, kind in ROWS:
@@ -288,8 +289,8 @@ def cmd_list(args) -> None:
                 if name == "models" else contextlib.nullcontext():
             for entry in registry.entries():
                 obj = entry.obj if entry.entry_point is not None else entry.load()  # a plugin: imported when used
-                summary = getattr(obj, "summary", None) or getattr(obj, "note", "") if obj is not None else \
-                    f"(lazy: {entry.entry_point.value})"
+                summary = "; ".join(filter(None, (getattr(obj, "summary", ""), getattr(obj, "note", "")))) \
+                    if obj is not None else f"(lazy: {entry.entry_point.value})"
                 table.add_row(entry.name, entry.source, summary)
         for pattern, obj in registry.families().items():  # e.g. transfer:RUN_ID
             table.add_row(pattern, "robench", getattr(obj, "summary", ""))

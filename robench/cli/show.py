@@ -60,7 +60,7 @@ def print_examples(console: Console, run, outcome: str, limit: int) -> None:
     shown = chosen[:limit] if limit > 0 else chosen
     counts = ", ".join(f"{n} {o}" for o, n in run.counts().items() if n)
     terminal = console.is_terminal
-    console.print(plain(f"{run_title(run.record.spec)}: {counts}"), style="bold")
+    console.print(plain(f"{run_title(run.record.spec, run.record.hyperparameters)}: {counts}"), style="bold")
     for e in shown:
         marks = {word: cls for word, cls in swap_marks(e.original_text, e.perturbed_text, lexicon).items()
                  if cls in MARKED} if lexicon is not None and e.status == "successful" else {}

@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column
 
 PHASES = logging.getLogger("robench.phases")  # the CLI prints these on stderr (not with --quiet)
 HEARTBEAT = 2.0  # seconds: a phase says how long it has run this often (in a pipe, after its first PLAIN_EVERY
@@ -74,13 +75,19 @@ def clock(seconds: float) -> str:
 
 
 def progress_bar(console: Console | None) -> Progress:
-    """A bar drawn in place on a terminal; on a console that is not a terminal, plain lines (`PlainProgress`)."""
+    """A bar whose counters (done/total, elapsed, remaining) keep their room on a narrow terminal: the description
+    gives way first (cut with an ellipsis), then the bar;
+    on a console that is not a terminal, plain lines (`PlainProgress`)."""
     if console is not None and not console.is_terminal:
         return PlainProgress(console)
     return Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TimeRemainingColumn(),
-        console=console, disable=console is None, transient=False,
+        TextColumn("[progress.description]{task.description}",
+                   table_column=Column(ratio=3, no_wrap=True, overflow="ellipsis")),
+        BarColumn(bar_width=None, table_column=Column(ratio=1)),
+        MofNCompleteColumn(table_column=Column(no_wrap=True, min_width=9, justify="right")),
+        TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+        TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
+        console=console, disable=console is None, transient=False, expand=True,
     )
 
 

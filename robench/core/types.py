@@ -32,6 +32,7 @@ class Task:
     hub: Callable[[Split], "object"]  # split -> Dataset
     advglue: str | None = None  # key of the AdvGLUE dev split for this task
     note: str = ""  # how the offline data differs from the canonical task, if it does
+    summary: str = ""  # what the task is, for `robench list`
     data_files: tuple[str, ...] = ()  # data-dir files `local` reads (fingerprinted); empty: hash the rows
     uses_data_dir: bool = True  # False: `local` reads the task's own files (tasks from files) and gets no data dir
     adversarial: Callable[[], "object"] | None = None  # fixed adversarial examples to replay (like AdvGLUE)

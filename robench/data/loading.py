@@ -132,7 +132,9 @@ def load_advglue(task: Task, data_dir: Path | None, source: Source):
         return validate(task.adversarial(), task, f"{task.name} replay")
     if task.advglue is None:
         tasks = ", ".join(n for n in TASKS.names() if TASKS.get(n).advglue)
-        raise RobenchError(f"task {task.name!r} has no AdvGLUE split (AdvGLUE covers: {tasks})")
+        raise RobenchError(f"task {task.name!r} has no AdvGLUE split (AdvGLUE covers: {tasks}), and the AdvGLUE "
+                           "replay is the default attack: choose a word-level attack with --attack textfooler (or "
+                           "bert-attack, gradient-swap; `robench list attacks`)")
     if source == "hub":
         config = "adv_" + task.advglue.replace("-", "_")
         ds = _hub("adv_glue", config, "validation")

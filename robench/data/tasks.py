@@ -69,20 +69,25 @@ def _register(task: Task) -> None:
 
 
 _register(Task("sst2", ("sentence",), ("negative", "positive"), _sst2_local, _glue_hub("sst2"), advglue="sst2",
-               data_files=tuple(SST2.values())))
+               data_files=tuple(SST2.values()),
+               summary="SST-2 (GLUE): the sentiment of a movie-review sentence; AdvGLUE replay; offline"))
 _register(Task("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment"), _rte_local,
-               _glue_hub("rte"), advglue="rte", data_files=tuple(RTE.values())))
+               _glue_hub("rte"), advglue="rte", data_files=tuple(RTE.values()),
+               summary="RTE (GLUE): whether sentence1 entails sentence2; AdvGLUE replay; offline"))
 _register(Task("qnli", ("question", "sentence"), ("entailment", "not_entailment"), _qnli_local,
                _glue_hub("qnli"), advglue="qnli",
                note="offline: only GLUE dev ships; rows with index % 5 != 0 train, the rest evaluate",
-               data_files=(QNLI,)))
+               data_files=(QNLI,),
+               summary="QNLI (GLUE): whether the sentence answers the question; AdvGLUE replay; offline"))
 _register(Task("mr", ("text",), ("negative", "positive"), _mr_local,
                lambda split: _hub("rotten_tomatoes", None, "train" if split == "train" else "test"),
-               note="offline: every 10th sentence of each polarity file is held out for evaluation", data_files=MR))
+               note="offline: every 10th sentence of each polarity file is held out for evaluation", data_files=MR,
+               summary="MR (Pang and Lee, 2005): the sentiment of a Rotten Tomatoes snippet; offline"))
 _register(Task("agnews", ("text",), AG_LABELS, _agnews_local,
                lambda split: _hub("ag_news", None, "train" if split == "train" else "test"),
                note="offline: train is the 10,001-row ALPS subset of AG train (descriptions only); "
-                    "eval is the AG test set's descriptions", data_files=tuple(AGNEWS.values())))
+                    "eval is the AG test set's descriptions", data_files=tuple(AGNEWS.values()),
+               summary="AG News: the topic of a news article (world, sports, business, sci/tech); offline"))
 
 
 def _hub_only(name: str) -> Callable[[Path, Split], object]:
@@ -93,8 +98,11 @@ def _hub_only(name: str) -> Callable[[Path, Split], object]:
 
 
 _register(Task("mnli", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), _hub_only("mnli"),
-               _glue_hub("mnli", "validation_matched"), advglue="mnli"))
+               _glue_hub("mnli", "validation_matched"), advglue="mnli",
+               summary="MNLI (GLUE, matched dev): entailment, neutral or contradiction; AdvGLUE replay; hub only"))
 _register(Task("mnli-mm", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"),
-               _hub_only("mnli-mm"), _glue_hub("mnli", "validation_mismatched"), advglue="mnli-mm"))
+               _hub_only("mnli-mm"), _glue_hub("mnli", "validation_mismatched"), advglue="mnli-mm",
+               summary="MNLI (GLUE, mismatched dev: other genres than training); AdvGLUE replay; hub only"))
 _register(Task("qqp", ("question1", "question2"), ("not_duplicate", "duplicate"), _hub_only("qqp"),
-               _glue_hub("qqp"), advglue="qqp"))
+               _glue_hub("qqp"), advglue="qqp",
+               summary="QQP (GLUE): whether two Quora questions ask the same; AdvGLUE replay; hub only"))

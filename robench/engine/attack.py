@@ -110,6 +110,9 @@ class AttackRecipe:
     `examples(task, settings, source)` loads the split the recipe attacks (default: the task's eval
     split); the runner subsets it with the spec's `eval_size` and `eval_seed` and passes it as `ctx.eval_data`.
     `data_files` are the data-dir files the recipe reads itself (part of the run's data fingerprint).
+    `resources(params)` names every resource (robench.engine.resources.identity) whose version can change what the
+    attack finds, with its variant (`{"masked-lm": "built"}`): a finished record is reused only while they are
+    the versions it was made with.
     """
 
     name: str
@@ -125,6 +128,7 @@ class AttackRecipe:
     data_files: tuple[str, ...] = ()
     word_swaps: bool = False  # swaps words in place: the runner adds the validity audit (robench.engine.audit)
     replay: bool = False  # evaluates fixed texts, searches nothing (AdvGLUE, a transfer): no source for a transfer
+    resources: Callable[[Any], dict[str, str]] = lambda params: {}
 
 
 ATTACKS: Registry[AttackRecipe] = Registry("attacks", "robench.attacks")  # the recipes (`robench list attacks`)

@@ -150,8 +150,10 @@ def natural_constraints(natural: NaturalFilters | None, profile: Profile | None 
     if natural is None:
         return []
     grammar = dataclasses.replace(natural.grammar, profile=profile) if profile else natural.grammar
-    sense_min_cos = getattr(params, "sense_min_cos", None)
-    sense = natural.sense if sense_min_cos is None else dataclasses.replace(natural.sense, min_cos=sense_min_cos)
+    sense, sense_min_cos = natural.sense, getattr(params, "sense_min_cos", None)
+    if dataclasses.is_dataclass(sense) and hasattr(sense, "profile"):  # the real sense filter: its time and threshold
+        sense = dataclasses.replace(sense, profile=profile or sense.profile,
+                                    min_cos=sense.min_cos if sense_min_cos is None else sense_min_cos)
     return [natural.fixed, natural.inflection, sense, *([grammar] if getattr(params, "grammar_check", True) else [])]
 
 
@@ -172,6 +174,21 @@ def check_natural(settings: Settings) -> None:
         import harper  # noqa: F401
     except ImportError as exc:
         raise RobenchError("the natural setting's grammar check needs harper-py (pip install harper-py)") from exc
+
+
+def natural_resources() -> dict[str, str]:
+    """The resources the `natural` filters read (robench.engine.resources.identity), with their variants."""
+    return {"pos-tagger": "default", "lexicon": "default", "context-similarity": "default",
+            "natural-filters": "default"}
+
+
+def natural_identity(settings: Settings) -> dict[str, str]:
+    """The filters' own inputs: the collocation corpora's checksums and the grammar and inflection packages."""
+    from robench.engine.resources.files import data_file, inputs_digest
+
+    corpora = [data_file(settings, relative, "collocation corpus") for relative in COLLOCATION_CORPORA]
+    return {"corpora": inputs_digest(settings, corpora), "harper": _version("harper-py"),
+            "lemminflect": _version("lemminflect")}
 
 
 def load_natural(settings: Settings, device: Any) -> NaturalFilters:

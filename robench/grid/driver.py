@@ -92,7 +92,8 @@ def plan_cells(specs: list[RunSpec], settings: Settings) -> GridPlan:
         key = checkpoint_key(resolved)
         cell = GridCell(resolved, key)
         cells.append(cell)
-        if RunStore(settings.runs_dir, cell.spec.run_id).finished(resolved.hyperparameters()) is not None:
+        if RunStore(settings.runs_dir, cell.spec.run_id).finished(resolved.hyperparameters(),
+                                                                     resolved.resource_identity()) is not None:
             cell.state = "skipped"
             continue
         trains.setdefault(key, TrainJob(resolved, key, [])).cells.append(cell)

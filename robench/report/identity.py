@@ -166,6 +166,14 @@ def resolved_model_params(spec: dict[str, Any]) -> dict[str, Any]:
         return dict(spec.get("model_params") or {})
 
 
+def budget_of(spec: dict[str, Any], hyperparameters: dict[str, Any] | None = None) -> str | None:
+    """The attack's budget setting (robench.engine.budgets: `textdefender`, `natural`, ...) as the run resolved it,
+    else as the spec asked for it; None for an attack without one (the AdvGLUE replay)."""
+    attack = (hyperparameters or {}).get("attack") or {}
+    budget = attack.get("budget") if isinstance(attack, dict) else None
+    return budget or (spec.get("attack_params") or {}).get("budget")
+
+
 def setting_label(record: RunRecord) -> str:
     """What differs from the defaults, e.g. `imbert[im_layers=0,1,2] lr=1e-4 eval=200`; `default` if nothing."""
     return " ".join(p for p in (model_label(record), attack_label(record)) if p) or "default"

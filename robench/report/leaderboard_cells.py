@@ -15,7 +15,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from robench.core.records import record_path
-from robench.report.leaderboard import UNTRAINED_NOTE, format_difference
+from robench.report.leaderboard_columns import UNTRAINED_NOTE
+from robench.report.leaderboard_markdown import format_difference
 from robench.report.readings import Summary
 from robench.report.stats import LESS_ROBUST, MORE_ROBUST, NOT_DISTINGUISHABLE
 from robench.report.validity import COLUMNS as VALIDITY_COLUMNS

@@ -43,15 +43,7 @@ from markupsafe import Markup
 from robench.core.files import atomic_write
 from robench.core.packed import runs_to_read
 from robench.core.records import RunRecord
-from robench.report.leaderboard import (
-    RANK_BY,
-    REPLAYS,
-    Records,
-    frame_of,
-    leaderboard_tables,
-    load_records,
-    setting_names,
-)
+from robench.report.leaderboard import Records, frame_of, leaderboard_tables, load_records, setting_names
 from robench.report.leaderboard_cells import (
     ATTACK_NAMES,
     PALETTE,
@@ -62,6 +54,7 @@ from robench.report.leaderboard_cells import (
     dom_id,
     row_cells,
 )
+from robench.report.leaderboard_columns import RANK_BY, REPLAYS
 from robench.report.leaderboard_plots import dot_plot, scatter_plot
 from robench.report.readings import readings_by_run, summarize
 from robench.report.run_page import write_run_pages

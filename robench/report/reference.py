@@ -91,8 +91,23 @@ def protocol_runs(name: str, checkpoint: str, settings: Settings, label_map: str
                 raise RobenchError(f"protocol {name!r}: {spec['attack']} resolves here to other parameters than the "
                                    f"published run {rec.run_id} (a different robench version?); its records would "
                                    "not be comparable")
+            require_published_resources(name, rec, resolved)
             out.append(resolved)
     return out
+
+
+def require_published_resources(name: str, published: RunRecord, resolved: ResolvedRun) -> None:
+    """A RobenchError, before any work, when a resource the run's attack reads here is not the version the
+    published run used (robench.engine.resources.identity): a BERT-Attack run with an MLM stopped early would
+    be compared with the baseline's seeds attacked with the published one."""
+    from robench.engine.resources.identity import differing, how_to_restore
+
+    differ = differing(published.resources, resolved.resource_identity())
+    if differ:
+        shown = "; ".join(f"{resource} ({what})" for resource, what in differ.items())
+        raise RobenchError(f"protocol {name!r}: {published.spec['attack']} would run with other resources than the "
+                           f"published run {published.run_id}: {shown}. Its records would not be comparable; "
+                           f"{how_to_restore(list(differ))}")
 
 
 def with_reference(runs_dir: Path, name: str, into: Path) -> Path:

@@ -15,6 +15,7 @@ import jinja2
 from robench.core.files import atomic_write
 from robench.core.records import examples_path, record_path
 from robench.report.examples import RunExamples, load_run, word_diff
+from robench.report.identity import budget_of
 from robench.report.readings import reading_facts
 from robench.report.validity import lexicon_settings, marked, swap_marks, validity_facts
 
@@ -44,10 +45,12 @@ def render(run: RunExamples, record_href: str, back: str | None = None,
         examples.append({"index": e.index, "status": e.status, "label": run.label(e.label),
                          "before": run.label(e.original_prediction), "after": run.label(e.perturbed_prediction),
                          "queries": e.queries, "original": original, "adversarial": adversarial, "error": e.error})
-    facts = (f"{spec.get('model')} attacked by {spec.get('attack')} on {spec.get('task')}, seed {spec.get('seed')}, "
-             f"{len(examples)} examples")
+    budget = budget_of(spec, run.record.hyperparameters)
+    attack = f"{spec.get('attack')}" + (f" (budget={budget})" if budget else "")
+    facts = f"{spec.get('model')} attacked by {attack} on {spec.get('task')}, seed {spec.get('seed')}, " \
+            f"{len(examples)} examples"
     return _templates().get_template("run.html.j2").render(
-        title=f"{spec.get('model')} × {spec.get('attack')} on {spec.get('task')}", run_id=run.record.run_id,
+        title=f"{spec.get('model')} × {attack} on {spec.get('task')}", run_id=run.record.run_id,
         facts=facts, metrics=shown, counts=[(o, c) for o, c in run.counts().items()], examples=examples,
         record_href=record_href, back=back)
 

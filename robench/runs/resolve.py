@@ -73,6 +73,17 @@ class ResolvedRun:
         """The split the attack draws its examples from: the recipe's own (AdvGLUE's) or the task's eval split."""
         return self.data.attacked(self.recipe)
 
+    def resource_identity(self) -> dict[str, Any]:
+        """The identity of every resource the attack reads (robench.engine.resources.identity), as it is now: the
+        recipe's own, and the lexicon that audits a word-level attack's swaps. Empty for training only."""
+        from robench.engine.resources.identity import identities
+
+        if self.recipe is None:
+            return {}
+        uses = {**self.recipe.resources(self.attack_params), **({"lexicon": "default"} if self.recipe.word_swaps
+                                                                 else {})}
+        return identities(self.settings, uses)
+
     def texts(self) -> RunTexts:
         """What the run reads, as texts: its training subset (none for a given checkpoint), the whole eval split
         and the attacked subset (`robench.data.loading.run_texts`), each split read once per run."""

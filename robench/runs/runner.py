@@ -25,6 +25,7 @@ from robench.data.loading import column, subset_indices, texts_of
 from robench.engine.attack import AttackContext
 from robench.engine.fluency import run_fluency
 from robench.engine.metrics import textattack_metrics
+from robench.engine.resources.identity import identity_digest
 from robench.engine.words import join_fields
 from robench.runs import chance
 from robench.runs.estimate import CostEstimate, estimate
@@ -84,7 +85,7 @@ def plan_resolved(resolved: ResolvedRun, device: str = "auto", cost: bool = True
                   say: Callable[[str], None] | None = None, remeasure: bool = False) -> RunPlan:
     """`plan` of a resolved run (an attack plan when it was resolved with its attack); `remeasure`: time the model
     even when a measurement of its speed is cached."""
-    from robench.runs.estimate import _cache_path
+    from robench.runs.speed import _cache_path
 
     spec, settings, attack = resolved.spec, resolved.settings, resolved.recipe is not None
     given = not spec.trains  # a given checkpoint: nothing to train; its inference rate is measured
@@ -92,7 +93,8 @@ def plan_resolved(resolved: ResolvedRun, device: str = "auto", cost: bool = True
         settings.checkpoints_dir / checkpoint_key(resolved)
     cached = given or is_cached(checkpoint)
     record = record_path(settings.runs_dir, spec.run_id) if attack else None
-    finished = attack and RunStore(settings.runs_dir, spec.run_id).finished(resolved.hyperparameters()) is not None
+    finished = attack and RunStore(settings.runs_dir, spec.run_id).finished(
+        resolved.hyperparameters(), resolved.resource_identity()) is not None
     loadable = spec.trains or spec.checkpoint.get("kind") == "checkpoint"  # not an in-memory model (`evaluate`)
     todo = cost and loadable and not finished and (attack or not cached)
     torch_device = pick_device(device)
@@ -155,7 +157,8 @@ def run_stages(resolved: ResolvedRun, device: str = "auto", console: Console | N
     if prepare is None and not spec.trains and spec.checkpoint.get("kind") != "checkpoint":
         raise RobenchError(f"run {spec.run_id} attacks an in-memory model: run it with robench.evaluate")
     with run_lock(resolved) as store:
-        if not force and (finished := store.finished(resolved.hyperparameters())) is not None:
+        if not force and (finished := store.finished(resolved.hyperparameters(),
+                                                     resolved.resource_identity())) is not None:
             return Attacked(finished, None)
         torch_device = pick_device(device)
         model = prepare(resolved, torch_device) if prepare is not None else \
@@ -239,7 +242,8 @@ def dev_accuracy(resolved: ResolvedRun, victim: BaseVictim) -> float:
 def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device: str,
            console: Console | None = None, force: bool = False) -> Attacked:
     """The attack stage: attack `model` on the eval subset of `resolved`'s spec (each finished example appended to
-    `store`'s partial file, for a resume) and make the run record (`write` writes it)."""
+    `store`'s partial file, for a resume) and make the run record (`write` writes it). The identities of the
+    resources the attack reads (`resolved.resource_identity()`) are recorded and carried on each partial line."""
     spec, settings, task, recipe = resolved.spec, resolved.settings, resolved.task, resolved.recipe
     start = time.perf_counter()
     split = resolved.attacked_split()
@@ -248,14 +252,16 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
     if force:
         store.partial_path.unlink(missing_ok=True)
     made_with = hyperparameters_hash(resolved.hyperparameters())
-    done = store.load_partial(_matches(eval_data, task), made_with)
+    identity = resolved.resource_identity()
+    resources_made_with = identity_digest(identity)
+    done = store.load_partial(_matches(eval_data, task), made_with, resources_made_with)
 
     def record_progress(result: ExampleResult) -> None:  # the cost so far travels with each result
         if result.status == "error":  # an error is not a result: a resumed attack tries the example again
             return
         store.append(result, {"attack_seconds": done.attack_seconds + time.perf_counter() - start,
                               "victim_queries": done.victim_queries + model.victim.model_evaluations,
-                              "made_with": made_with})
+                              "made_with": made_with, "resources": resources_made_with})
 
     ctx = AttackContext(spec, task, model.victim, settings, eval_data, model.dev_accuracy, done, record_progress,
                         console, split=split)
@@ -286,7 +292,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
             "eval_indices_hash": content_hash(rows), "train_examples": model.train_examples}
     if spec.task_source is not None:
         data.update(source="files", data_dir=None, sha256=spec.task_source["sha256"])
-    resources = {"backbone": model.backbone, "data": data, "attack": output.resources, "device": device}
+    resources = {"backbone": model.backbone, "data": data, "attack": output.resources, "device": device,
+                 "identity": identity}
     if not spec.trains:
         order = model.label_order if model.label_order is not None else resolved.label_order
         resources["model"] = {**spec.checkpoint, "label_order": order, **_architecture(spec.checkpoint)}

@@ -97,7 +97,8 @@ class Partial(dict[int, ExampleResult]):
     victim_queries: int = 0  # likewise, model queries
 
 
-PROGRESS_KEYS = ("attack_seconds", "victim_queries", "made_with")  # carried on each partial line besides the result
+# carried on each partial line besides the result
+PROGRESS_KEYS = ("attack_seconds", "victim_queries", "made_with", "resources")
 STATUSES = frozenset(get_args(Status))
 
 
@@ -111,12 +112,15 @@ class RunStore:
         self.partial_path = runs_dir / f"{run_id}.partial.jsonl"
         self.lock_path = runs_dir / f"{run_id}.lock"
 
-    def finished(self, hyperparameters: dict[str, Any] | None = None) -> RunRecord | None:
+    def finished(self, hyperparameters: dict[str, Any] | None = None,
+                 resources: dict[str, Any] | None = None) -> RunRecord | None:
         """The finished record, unless there is none, it has an older format, or it does not verify: it must name
         this run, its spec must hash to this run id, it and its per-example CSV must match the manifest written
         with them, and, given the run's resolved `hyperparameters`, it must have been made with them (a recipe's
         or defence's default may have changed since: the spec, and so the run id, only holds what was asked
-        for). Otherwise, with a warning, the run is redone and the record replaced."""
+        for); given the identities of the `resources` its attack reads now (`ResolvedRun.resource_identity`), it
+        must have been made with those versions (a rebuilt masked LM, say: robench.engine.resources.identity).
+        Otherwise, with a warning, the run is redone and the record replaced."""
         if not self.record_path.is_file():
             return None
         record = read_record(self.record_path)
@@ -125,18 +129,24 @@ class RunStore:
         problem = record_problem(self.record_path, record) or _spec_problem(record)
         if problem is None and hyperparameters is not None:
             problem = _hyperparameter_problem(record, hyperparameters)
+        if problem is None and resources:
+            from robench.engine.resources.identity import identity_problem
+
+            problem = identity_problem(record.resources, resources)
         if problem is not None:
             log.warning("run record %s does not verify (%s); running again", self.record_path, problem)
             return None
         return record
 
     def load_partial(self, check: Callable[[ExampleResult], str | None] | None = None,
-                     made_with: str | None = None) -> Partial:
+                     made_with: str | None = None, resources: str | None = None) -> Partial:
         """The finished examples of an interrupted attempt. A half-written last line is cut off the file
         (so the next append starts a fresh line); a file that is unreadable, has a bad line, a repeated
         index, an unknown status, a result `check` rejects (it returns the reason), or, given `made_with` (the
         hash of the run's resolved hyperparameters, `hyperparameters_hash`), a line appended under other
-        hyperparameters is discarded with a warning: the attack then starts over."""
+        hyperparameters, or given `resources` (`robench.engine.resources.identity.identity_digest`), a line
+        appended with other resources, is discarded with a warning: the attack then starts over. (Lines written
+        before partial lines carried their resources are not checked for them.)"""
         if not self.partial_path.is_file():
             return Partial()
         data = self.partial_path.read_bytes()
@@ -144,7 +154,7 @@ class RunStore:
         if len(complete) < len(data):  # cut short by an interruption
             os.truncate(self.partial_path, len(complete))
         try:
-            return _parse_partial(complete, check, made_with)
+            return _parse_partial(complete, check, made_with, resources)
         except ValueError as exc:
             log.warning("discarding %s: %s; the attack starts over", self.partial_path, exc)
             self.partial_path.unlink(missing_ok=True)
@@ -210,7 +220,7 @@ def _as_recorded(hyperparameters: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse_partial(data: bytes, check: Callable[[ExampleResult], str | None] | None,
-                   made_with: str | None = None) -> Partial:
+                   made_with: str | None = None, resources: str | None = None) -> Partial:
     """Parse partial lines; any problem is a ValueError naming the line."""
     partial = Partial()
     try:
@@ -227,6 +237,8 @@ def _parse_partial(data: bytes, check: Callable[[ExampleResult], str | None] | N
         problem = _problem(result, partial) or (check(result) if check is not None else None)
         if problem is None and made_with is not None and progress.get("made_with") != made_with:
             problem = "it was attacked with other hyperparameters"
+        if problem is None and resources is not None and progress.get("resources", resources) != resources:
+            problem = "it was attacked with other resources (a rebuilt masked LM or lexicon, say)"
         if problem:
             raise ValueError(f"line {number}: {problem}")
         partial[result.index] = result

@@ -239,8 +239,13 @@ def _language_model(source: LMSource, cache_dir: Path, device: str) -> LanguageM
     if source.package == "-":  # a folder of the user's (or the tests')
         model, tokenizer = _load(Path(source.file))
     else:
-        model, tokenizer = _cached_conversion(source, cache_dir / "resources" / f"causal-lm-{source.sha256[:16]}")
+        model, tokenizer = _cached_conversion(source, converted_dir(cache_dir, source))
     return LanguageModel(model.to(device).eval(), tokenizer, source)
+
+
+def converted_dir(cache_dir: Path, source: LMSource) -> Path:
+    """Where the GGUF file's float32 conversion is cached."""
+    return cache_dir / "resources" / f"causal-lm-{source.sha256[:16]}"
 
 
 def _cached_conversion(source: LMSource, target: Path) -> tuple[Any, Any]:

@@ -61,7 +61,18 @@ def describe_all(settings: Settings) -> dict[str, dict]:
     else:
         out["masked-lm:built"] = {"status": "not built (run `robench resources build-mlm`)",
                                   "location": str(build.parent)}
+    probe("language-model:smollm2", lambda: _language_model(settings))
     return out
+
+
+def _language_model(settings: Settings) -> dict:
+    """The fluency LM's file and whether its float32 conversion is cached (robench.engine.resources.causal_lm)."""
+    from robench.engine.resources.causal_lm import converted_dir, lm_source
+
+    source = lm_source(settings)
+    cached = converted_dir(settings.cache_dir, source)
+    return {"location": source.file, "sha256": source.sha256[:16], "quantisation": source.quantisation,
+            "converted": str(cached) if cached.is_dir() else "not yet (converted on first use, 1-5 min)"}
 
 
 def _stopwords_location(settings: Settings) -> str:

