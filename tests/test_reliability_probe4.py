@@ -309,11 +309,11 @@ def test_an_existing_file_or_device_is_not_reported_as_missing(tmp_path, capsys)
     a_file.write_text("")
     code, _, err = _cli(capsys, "run", "--model", "bert", "--data-dir", a_file, "--dry-run")
     assert code == 2 and "is not a folder" in err and "does not exist" not in err
-    for path, words in (("/dev/null", "is a device or pipe"), (tmp_path, "is a folder")):
+    for path, words in (("/dev/null", "is a device or pipe"), (tmp_path, "is a directory")):
         with pytest.raises(RobenchError, match=words):
             file_task_definition(f"csv:{path}", labels=["a", "b"])
     (tmp_path / "task.toml").mkdir()
-    with pytest.raises(RobenchError, match="task file .* is a folder"):
+    with pytest.raises(RobenchError, match="task file .* is a directory"):
         file_task_definition(str(tmp_path / "task.toml"))
 
 

@@ -111,7 +111,7 @@ def read_bounded(path: Path, what: str, limit: int) -> bytes:
 
 
 def not_a_file(path: Path) -> str | None:
-    """Why `path` is not a regular file to read ("does not exist", "is a folder, not a file", "is a device or
+    """Why `path` is not a regular file to read ("does not exist", "is a directory, not a file", "is a device or
     pipe, not a file"), or None: an error that says "does not exist" of something that exists misleads."""
     import stat
 
@@ -123,4 +123,4 @@ def not_a_file(path: Path) -> str | None:
         return f"cannot be read ({exc.strerror})"
     if stat.S_ISREG(mode):
         return None
-    return "is a folder, not a file" if stat.S_ISDIR(mode) else "is a device or pipe, not a file"
+    return "is a directory, not a file" if stat.S_ISDIR(mode) else "is a device or pipe, not a file"
