@@ -121,8 +121,8 @@ def test_a_resolved_run_carries_the_splits_it_read(settings, tiny_backbone):
     from robench.runs.resolve import resolve_run
 
     resolved = resolve_run(tiny_spec(tiny_backbone, attack="textfooler", train_size=32, eval_size=4), settings)
-    assert set(resolved.splits) == {"train", "eval"}  # the length check and the train size read them
-    assert resolved.split("eval") is resolved.splits["eval"] and resolved.attacked_split() is resolved.split("eval")
+    assert set(resolved.data.read) == {"train", "eval"}  # the length check and the train size read them
+    assert resolved.split("eval") is resolved.data.read["eval"] and resolved.attacked_split() is resolved.split("eval")
 
 
 def test_a_protocol_run_resolves_each_run_once(trace, capsys, settings, where, protocol):  # noqa: F811 (the fixture)
