@@ -52,7 +52,8 @@ def _compare(args, runs_dir, data_dir) -> None:
     right = ("seeds", "examples", "D", "p", "Holm p")
     for name in ("task", "attack", "setting", "model", "seeds", "examples", "difference (points)", "p", "family",
                  "Holm p", "D", "verdict", *audit):
-        table.add_column(name, justify="right" if name in right else "left", no_wrap=name in ("family", "verdict", "seeds"))
+        table.add_column(name, justify="right" if name in right else "left",
+                         no_wrap=name in ("family", "verdict", "seeds"))
     order = sorted(found, key=lambda c: (c.setting.spec["task"], c.setting.spec["attack"], c.setting.label,
                                          c.setting.spec["model"]))
     for c in order:
