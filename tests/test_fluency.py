@@ -193,3 +193,30 @@ def test_a_run_that_needs_the_missing_language_model_stops_before_training(setti
     with pytest.raises(robench.RobenchError, match="not installed: run `make setup`"):
         robench.run(spec, settings, device="cpu")
     assert not settings.checkpoints_dir.exists()
+
+
+def test_the_estimate_is_shown_as_an_estimate_beside_the_audit_never_as_validity():
+    from robench.report.validity import fluency_facts, validity_facts
+
+    estimate = {**fluency_estimate([-20.0, 1.0]), "language_model": {"name": "x"}, "scores": {"3": -20.0, "5": 1.0}}
+    ((label, value),) = fluency_facts({"fluency": estimate})
+    assert "estimate, not a reading" in label and "of 2 successful examples" in value and "AUC" in value
+    assert validity_facts({"fluency": estimate}) == fluency_facts({"fluency": estimate})
+    assert fluency_facts({"fluency": {"lm_fluent_share": None, "unavailable": "not installed"}})[0][1].startswith(
+        "not estimated")
+    assert fluency_facts({}) == []
+
+
+def test_the_board_pools_the_estimate_over_a_rows_seeds():
+    from types import SimpleNamespace
+
+    from robench.report.leaderboard_cells import BoardRow
+    from robench.report.leaderboard_page import _add_fluency
+
+    row = BoardRow(model="bert", key="k", label="", full=[], seeds=[0, 1], clean=(0.8, 0.0), train_seconds=None,
+                   attacks={}, worst={}, certified=None, validity={},
+                   runs={("textfooler", "x"): [(0, "a"), (1, "b")]})
+    records = {"a": SimpleNamespace(metrics={"fluency": {"lm_fluent_share": 0.5, "scored": 2}}),
+               "b": SimpleNamespace(metrics={"fluency": {"lm_fluent_share": 0.8, "scored": 8}})}
+    _add_fluency([row], records)
+    assert row.fluency[("textfooler", "x")] == (pytest.approx(0.74), 10)
