@@ -255,11 +255,14 @@ def test_a_failed_training_fails_its_cells(settings, tiny_backbone, tmp_path):
 # ---------------------------------------------------------------- Ray
 
 @pytest.fixture(scope="session")
-def ray_session():
+def ray_session(tiny_lm):
     import ray
 
+    from robench.engine.resources.causal_lm import LM_DIR_ENV
+
+    # the workers score fluency with the tests' tiny LM too (they start before any test's environment is set)
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
-             object_store_memory=80 * 1024 ** 2)
+             object_store_memory=80 * 1024 ** 2, runtime_env={"env_vars": {LM_DIR_ENV: str(tiny_lm)}})
     yield ray
     ray.shutdown()
 
