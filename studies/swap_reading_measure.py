@@ -34,7 +34,7 @@ from robench.core.packed import runs_to_read
 from robench.core.paths import resolve_settings
 from robench.engine.resources import pos_tagger, synonym_table
 from robench.engine.resources.lexicon import lexicon
-from robench.engine.substitution import WordNetPos
+from robench.engine.constraints import WordNetPos
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu"
 HERE = EVIDENCE / "swap-reading"
