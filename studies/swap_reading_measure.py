@@ -32,9 +32,9 @@ from transformers import AutoModel
 from robench.classifier.backbone import load_tokenizer, resolve_backbone
 from robench.core.packed import runs_to_read
 from robench.core.paths import resolve_settings
+from robench.engine.constraints import WordNetPos
 from robench.engine.resources import pos_tagger, synonym_table
 from robench.engine.resources.lexicon import lexicon
-from robench.engine.constraints import WordNetPos
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "results" / "evidence-cpu"
 HERE = EVIDENCE / "swap-reading"
