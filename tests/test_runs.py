@@ -79,6 +79,22 @@ def test_record_made_with_other_default_hyperparameters_is_redone(settings, tiny
     assert runner.plan(tiny_spec(tiny_backbone), settings, device="cpu", cost=False).record_finished
 
 
+def test_record_made_before_a_knob_existed_is_reused():
+    """A knob added later (KNOBS_ADDED_LATER) with the value that reproduces the earlier code: a record without
+    it verifies when the run asks for that value, and not when it asks for another; a run without the knob (an
+    attack that has none) is not asked about it."""
+    from types import SimpleNamespace
+
+    from robench.runs.store import _hyperparameter_problem
+
+    before = SimpleNamespace(hyperparameters={"train": {"lr": 0.1}, "attack": {"k": 50}})
+    assert _hyperparameter_problem(before, {"train": {"lr": 0.1}, "attack": {"k": 50, "grammar_check": True}}) is None
+    assert "attack.grammar_check" in _hyperparameter_problem(
+        before, {"train": {"lr": 0.1}, "attack": {"k": 50, "grammar_check": False}})
+    assert _hyperparameter_problem(before, {"train": {"lr": 0.1}, "attack": {"k": 50}}) is None
+    assert "attack.k" in _hyperparameter_problem(before, {"train": {"lr": 0.1}, "attack": {"k": 20}})
+
+
 def test_older_format_record_is_redone(settings, tiny_backbone, work):
     first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     path = settings.runs_dir / f"{first.run_id}.json"
