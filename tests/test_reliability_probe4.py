@@ -367,7 +367,10 @@ def test_with_reference_never_writes_into_your_runs_and_compares_every_seed(caps
     assert (settings.results_dir / "with-toy" / "runs" / READINGS_DIR / "s1.json").is_symlink()
     assert "a blind reader accepted" in (settings.results_dir / "board.html").read_text()
     assert sorted(p.name for p in settings.runs_dir.iterdir()) == sorted([*mine, READINGS_DIR])
-    assert len(_csv(settings.results_dir / "with-toy" / "leaderboard.csv")) == 2
+    rows = {r["model"]: r for r in _csv(settings.results_dir / "with-toy" / "leaderboard.csv")}
+    assert len(rows) == 2  # one row for the checkpoint: both seeds' comparisons, the weakest shown and said so
+    mine = next(v for k, v in rows.items() if k != "bert")
+    assert "the weakest of 2 comparisons; each: robench compare" in mine["advglue.robust_accuracy_diff_verdict"]
 
 
 def test_compare_names_each_row_it_cannot_compare_and_why(tmp_path, capsys):

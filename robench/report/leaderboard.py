@@ -61,7 +61,7 @@ from robench.core.hashing import content_hash
 from robench.core.packed import runs_to_read
 from robench.core.records import RECORD_FORMAT, RunRecord, iter_records
 from robench.core.text import csv_name
-from robench.report.compare import Published, Setting, compare, group_settings, intervals
+from robench.report.compare import Comparison, Published, Setting, compare, group_settings, intervals
 from robench.report.identity import ModelSettings, attack_label, model_label, one_per_seed, setting_id, setting_label
 from robench.report.leaderboard_columns import (
     ANALYSIS_KEYS,
@@ -264,17 +264,32 @@ def with_baseline(table: pd.DataFrame, settings: list[Setting], runs_dir: Path, 
     p-values, the matched seeds, the verdict (`Comparison.verdict_text`), the family's size and name and the
     verdict's and the unadjusted test's detectable differences; empty for the baseline's rows. `published`: the
     shipped protocol the records hold (`robench.report.compare.published_families`)."""
-    found = {c.setting.id: c for c in reversed(compare(settings, runs_dir, baseline, untrained, published))}
-    cells = [found.get(sid) for sid in table["setting_id"]]
+    found: dict[str, list[Comparison]] = {}
+    for c in compare(settings, runs_dir, baseline, untrained, published):
+        found.setdefault(c.setting.id, []).append(c)
+    cells = [weakest(found.get(sid, [])) for sid in table["setting_id"]]
     values = [(c.difference.value, c.difference.low, c.difference.high, c.p_value, c.adjusted_p, len(c.seeds),
-               c.verdict_text, c.family, c.family_name, c.detectable_adjusted, c.detectable) if c else
-              (None,) * len(DIFF) for c in cells]
+               verdict, c.family, c.family_name, c.detectable_adjusted, c.detectable) if c else
+              (None,) * len(DIFF) for c, verdict in cells]
     table = table.copy()
     at = table.columns.get_loc("setting_id")
     table.insert(at, "baseline", baseline)
     for offset, name in enumerate(DIFF, 1):
         table.insert(at + offset, name, [v[offset - 1] for v in values])
     return table
+
+
+def weakest(comparisons: list[Comparison]) -> tuple[Comparison | None, str | None]:
+    """The comparison a setting's row shows, with its verdict as printed. A checkpoint of your own run at several
+    seeds has one comparison per seed (`robench.report.compare.single`); its row shows the weakest of them, the
+    largest Holm-adjusted p-value (a verdict the row states holds at every seed), and says so."""
+    if not comparisons:
+        return None, None
+    shown = max(comparisons, key=lambda c: 2.0 if c.adjusted_p is None else c.adjusted_p)
+    if len(comparisons) == 1:
+        return shown, shown.verdict_text
+    which = f"seed {shown.setting.records[0].spec['seed']}, " if shown.single else ""
+    return shown, f"{shown.verdict_text} ({which}the weakest of {len(comparisons)} comparisons; each: robench compare)"
 
 
 @dataclass(frozen=True)
