@@ -74,6 +74,8 @@ Deviations (all recorded in the run record):
   candidates; pair tasks perturb only their last text field;
 * candidates are cased like the word they replace (the MLM is uncased);
 * K = 48 as in the paper (TextAttack's recipe lowered it to 8 for speed);
+* search (`beam_width`, default 1: the paper's greedy search): above 1, the beam search in word-importance
+  order of Yoo et al. (BlackboxNLP 2020; `robench.engine.beam`, its deviations listed there);
 * query budget (`query_budget`, default none): a request over it is refused
   whole and the example is a failed attack.
 """
@@ -327,7 +329,7 @@ def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile
                      PartOfSpeech(tags, allow_verb_noun_swap=True) if synonyms else None,
                      *natural_constraints(res.natural, profile, params), res.fluency],
         search=Greedy(lambda: Importance(lambda words, i: words.replace(i, params.importance_token)),
-                      lazy=params.lazy_similarity),
+                      lazy=params.lazy_similarity, beam_width=params.beam_width),
         services={} if res.mlm is None else {"mlm": MlmCandidates(res.mlm, params, res.stopwords)},
         profile=profile)
 

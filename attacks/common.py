@@ -39,6 +39,7 @@ class SearchParams:
     fluency_max_drop: float | None = bounded(None, 0, 1000)  # nats a swap may lower log p(text) (None: no check)
     sense_min_cos: float | None = bounded(None, -1, 1)  # budget=natural's sense threshold (None: SENSE_MIN_COS)
     grammar_check: bool = True  # budget=natural's grammar check (off: the frontier study's knob)
+    beam_width: int = bounded(1, 1, 64)  # texts kept by the search (1: greedy; above: robench.engine.beam)
     query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
     queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
     concurrency: int = bounded(32, 1, 4096)  # examples attacked at once

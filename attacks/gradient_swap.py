@@ -88,6 +88,8 @@ class GradientSwapParams(textfooler.TextFoolerParams):
             raise ValueError(f"gradient must be one of {GRADIENTS}, got {self.gradient!r}")
         if self.verify < 1:
             raise ValueError(f"verify must be positive, got {self.verify}")
+        if self.beam_width != 1:  # the gradient strategy re-ranks on the one current text (robench.engine.beam)
+            raise ValueError(f"beam_width must be 1 for gradient-swap, got {self.beam_width}")
 
 
 class WordEmbeddings:

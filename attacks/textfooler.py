@@ -80,6 +80,8 @@ Deviations (every one of them on purpose; all are recorded in the run record):
   takes the first occurrence of the same string in the context);
 * a replacement must be one word under TextAttack's word splitting, so word
   indices never shift;
+* search (`beam_width`, default 1: the paper's greedy search): above 1, the beam search in word-importance
+  order of Yoo et al. (BlackboxNLP 2020; `robench.engine.beam`, its deviations listed there);
 * query budget (`query_budget`, default none, as TextAttack): a request that
   would exceed it is refused whole and the example is a failed attack;
   TextAttack still evaluates the part of that request that fits.
@@ -239,7 +241,8 @@ def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile
                      None if params.min_context_cos is None else ContextSimilarity(res.context,
                                                                                    params.min_context_cos, profile),
                      *natural_constraints(res.natural, profile, params), res.fluency],
-        search=Greedy(lambda: Importance(lambda original, i: original.delete(i)), lazy=params.lazy_similarity),
+        search=Greedy(lambda: Importance(lambda original, i: original.delete(i)), lazy=params.lazy_similarity,
+                      beam_width=params.beam_width),
         profile=profile)
 
 

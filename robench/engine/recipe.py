@@ -2,7 +2,8 @@
 
 * `Transformation`: the candidate swaps of word i (`SynonymSwap`: a synonym table's neighbours);
 * constraints: the objects of `robench.engine.constraints`, in order;
-* `Greedy`: the search, TextAttack's GreedyWordSwapWIR with a word-importance strategy;
+* `Greedy`: the search, TextAttack's GreedyWordSwapWIR with a word-importance strategy (or, with a beam width,
+  `robench.engine.beam`'s beam search in the same order);
 * goal: `robench.engine.search.UntargetedClassification`.
 
 `Composition` holds the four and is the per-example search the engine runs (`robench.engine.scheduler`).
@@ -22,6 +23,7 @@ from robench.classifier.victim import Text
 from robench.core.paths import Settings
 from robench.core.types import ExampleResult
 from robench.engine.attack import AttackContext, AttackOutput, AttackRecipe, Profile
+from robench.engine.beam import BeamWordSwapSearch
 from robench.engine.constraints import Constraint, IndexConstraint, Similarity, Swap
 from robench.engine.fluency import Fluency, LogProbCache
 from robench.engine.scheduler import EngineConfig, Request, Search, Service, attack_examples
@@ -69,6 +71,7 @@ class Greedy:
 
     importance: Callable[[], Importance]
     lazy: bool = True
+    beam_width: int = 1  # above 1: the beam search in word-importance order (`robench.engine.beam`)
 
 
 @dataclass(frozen=True)
@@ -114,10 +117,9 @@ class Composition:
             return all(c.modifiable(current, original, i) for c in indexed)
 
         eager, deferred = [c for c in filters if not c.deferred], [c for c in filters if c.deferred]
-        swap_of: dict[tuple[str, ...], Swap] = {}  # the current word's candidates -> their swaps
+        swap_of: dict[tuple[str, ...], Swap] = {}  # this example's candidates -> their swaps
 
         def candidates(current: Words, original: Words, i: int) -> list[Words]:
-            swap_of.clear()
             if not modifiable(current, i):
                 return []
             with self.profile.part("candidates"):
@@ -137,9 +139,11 @@ class Composition:
             passed = {id(s) for s in kept}
             return [id(swap_of[o.words]) in passed for o in options]
 
-        search = WordSwapSearch(lambda words: [i for i in range(len(words.words)) if modifiable(words, i)],
-                                self.search.importance(), candidates, self.similarity, lazy=self.search.lazy,
-                                goal=self.goal, fluency=self.fluency, checks=checks if deferred else None)
+        parts = dict(indices=lambda words: [i for i in range(len(words.words)) if modifiable(words, i)],
+                     importance=self.search.importance(), candidates=candidates, similarity=self.similarity,
+                     lazy=self.search.lazy, goal=self.goal, fluency=self.fluency, checks=checks if deferred else None)
+        width = self.search.beam_width
+        search = WordSwapSearch(**parts) if width == 1 else BeamWordSwapSearch(**parts, width=width)
         return (yield from search(text, label, clean))
 
 

@@ -198,7 +198,7 @@ def _spec_problem(record: RunRecord) -> str | None:
 # Knobs added after records were published, each with the value that reproduces what the code did before it
 # existed: a record without the knob was made with that value (budget=natural always ran its grammar check until
 # issue 57's frontier study made it a knob).
-KNOBS_ADDED_LATER: dict[str, dict[str, Any]] = {"attack": {"grammar_check": True}}
+KNOBS_ADDED_LATER: dict[str, dict[str, Any]] = {"attack": {"grammar_check": True, "beam_width": 1}}
 
 
 def _hyperparameter_problem(record: RunRecord, hyperparameters: dict[str, Any]) -> str | None:
