@@ -62,6 +62,13 @@ SETTINGS: dict[str, dict] = {
     "cos 0.5, enc 0.86, LM off": {"min_cos": 0.5, "encoder_threshold": 0.86, "fluency_max_drop": 1000.0},
     "cos 0.5, enc 0.86, LM only (no sense, no grammar)": {"min_cos": 0.5, "encoder_threshold": 0.86,
                                                           "sense_min_cos": -1.0, "grammar_check": False},
+    # the stronger search (item 5): the beam search in word-importance order, width 4 (robench.engine.beam)
+    "natural (LM 1.5 nats), beam 4": {"beam_width": 4},
+    "cos 0.7, enc 0.90, sense 0.6, beam 4": {"min_cos": 0.7, "encoder_threshold": 0.9, "sense_min_cos": 0.6,
+                                             "beam_width": 4},
+    "cos 0.5, enc 0.86, beam 4": {"min_cos": 0.5, "encoder_threshold": 0.86, "beam_width": 4},
+    "cos 0.5, enc 0.86, LM only, beam 4": {"min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": -1.0,
+                                           "grammar_check": False, "beam_width": 4},
 }
 
 
