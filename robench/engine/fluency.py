@@ -27,6 +27,9 @@ from typing import Any, Generator, Sequence
 from robench.engine.attack import Profile
 from robench.engine.scheduler import Request
 
+# the LM's scoring rate, words of text per second, on the reference machine idle (SST-2 dev pairs: an original
+# and its one-word swap, as a run scores its successes; measured 2026-12-06, see docs/studies/natural.md)
+LM_WORDS_PER_SECOND = 250.0
 BANDS: tuple[tuple[float, float], ...] = ((-math.inf, -8.0), (-8.0, -4.0), (-4.0, -2.0), (-2.0, 0.0), (0.0, math.inf))
 CALIBRATION_FILE = Path(str(package_files.files("robench.engine") / "fluency_calibration.json"))
 
@@ -101,6 +104,14 @@ def fluency_estimate(scores: Sequence[float]) -> dict[str, Any]:
                       "log p(adversarial) - log p(original) (an estimate, not a reading)",
             "calibration": {"auc": calib["auc"], "auc_interval": calib["auc_interval"], "pairs": calib["pairs"],
                             "bands": [{**b, "share": round(s, 4)} for b, s in zip(calib["bands"], shares)]}}
+
+
+def scoring_seconds(words: int) -> float:
+    """Expected seconds, on this machine now, to score texts of `words` words in all (a run's successes: an
+    original and its adversarial text each)."""
+    from robench.core.progress import expected_seconds
+
+    return expected_seconds(words / LM_WORDS_PER_SECOND)
 
 
 def score_pairs(lm: Any, pairs: Sequence[tuple[str, str]]) -> list[float]:

@@ -3,7 +3,8 @@
 * start-up  = this process's seconds from its start to the estimate, less the time spent measuring speeds (the CLI
   adds it: imports and reading the data, which a new process for the run does again);
 * builds    = each attack resource the run builds on first use and that is not in the cache yet (the lexicon's
-  relations, the synonym lexicon), at its known cost (the seconds its phase line names);
+  relations, the synonym lexicon, the fluency language model's conversion), at its known cost (the seconds its
+  phase line names);
 * training  = optimisation steps x the measured seconds per step of this defense's objective at this batch
   size (so IM-BERT's solver, FreeLB's ascent steps and SMART's regulariser are all in the measurement)
   + one evaluation of the dev split (after the last epoch) at the measured inference rate + loading the model;
@@ -11,7 +12,9 @@
   model queries, each as long as its text (`query_length`), / the measured inference rate in words per second,
   where a search attack makes `recipe.query_cost_per_word` queries per word of its input (measured on SST-2,
   docs/guide/presets.md) and a replay attack one per example, times `SEARCH_OVERHEAD` for the work outside the
-  victim (candidates, POS tags, sentence encoder: 10% of TextFooler's time when profiled, docs/studies/results.md).
+  victim (candidates, POS tags, sentence encoder: 10% of TextFooler's time when profiled, docs/studies/results.md),
+  + the record's fluency scoring: at most every example's two texts, at the language model's idle rate
+  (`robench.engine.fluency.LM_WORDS_PER_SECOND`) on this machine now.
 
 Speed measurements (`ModelSpeed`) are cached under `<cache_dir>/estimates/`, keyed by the defence and its
 cost-relevant parameters (a parameter declared `bounded(..., cost=False)`, a step size, is left out), backbone,
@@ -172,7 +175,8 @@ def estimate(run: ResolvedRun, device: torch.device, train_cached: bool, persist
         queries, length = _queries(run, texts.attacked)
         overhead = SEARCH_OVERHEAD if run.recipe.query_cost_per_word else 1.0
         attack_seconds = (speed.load_seconds + run.recipe.load_seconds + overhead * length / rate
-                          + extra.get("attack", 0.0) * _mean_length(texts.attacked) / rate)
+                          + extra.get("attack", 0.0) * _mean_length(texts.attacked) / rate
+                          + _fluency_seconds(run, texts.attacked))
     given_dev = None if spec.trains or devpass.cached(run) is not None else dev_seconds
     return CostEstimate(train_seconds, attack_seconds, len(texts.train), attacked, str(device), queries,
                         builds=resource_builds(run), measuring_seconds=measuring, given=not spec.trains,
@@ -185,6 +189,7 @@ def resource_builds(run: ResolvedRun) -> tuple[Build, ...]:
     "lexicon"), each at its expected seconds on this machine now. A built copy is recognised as `robench resources
     list` does: by its folder in the cache."""
     from robench.core.progress import expected_seconds
+    from robench.engine.resources.causal_lm import CONVERT_SECONDS, conversion_pending
     from robench.engine.resources.files import resources_dir
     from robench.engine.resources.lexicon import RELATIONS_BUILD_SECONDS
     from robench.engine.resources.lexicon_table import LEXICON_BUILD_SECONDS
@@ -195,10 +200,26 @@ def resource_builds(run: ResolvedRun) -> tuple[Build, ...]:
         builds.append(("the lexicon's relations", RELATIONS_BUILD_SECONDS))
     if _uses_lexicon(run) and not any(built.glob("lexicon-*/info.json")):
         builds.append(("the synonym lexicon", LEXICON_BUILD_SECONDS))
+    if run.recipe is not None and conversion_pending(run.settings):  # every attack's record scores fluency
+        builds.append(("the fluency language model (converted from GGUF)", CONVERT_SECONDS))
     if not builds:
         return ()
     scale = expected_seconds(1.0)  # one probe for all of them
     return tuple(Build(what, float(seconds) * scale) for what, seconds in builds)
+
+
+def _fluency_seconds(run: ResolvedRun, attacked: list[tuple[str, ...]]) -> float:
+    """The record's fluency scoring (`robench.engine.fluency.run_fluency`): at most every attacked example
+    succeeds, its original and adversarial text scored by the language model; nothing without the LM."""
+    from robench.core.errors import RobenchError
+    from robench.engine.fluency import scoring_seconds
+    from robench.engine.resources.causal_lm import lm_source
+
+    try:
+        lm_source(run.settings)
+    except RobenchError:
+        return 0.0
+    return scoring_seconds(2 * sum(len(t[-1].split()) for t in attacked))
 
 
 def _builds_relations(run: ResolvedRun) -> bool:

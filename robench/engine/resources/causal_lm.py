@@ -25,7 +25,7 @@ from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash, file_sha256
 from robench.core.manifest import write_manifest
 from robench.core.paths import Settings
-from robench.core.progress import phase
+from robench.core.progress import expected_seconds, phase
 from robench.engine.resources.files import cached_build, staged_dir
 
 LM_DIR_ENV = "ROBENCH_LANGUAGE_MODEL"  # a causal-LM folder to use instead (the tests' tiny random one)
@@ -248,10 +248,21 @@ def converted_dir(cache_dir: Path, source: LMSource) -> Path:
     return cache_dir / "resources" / f"causal-lm-{source.sha256[:16]}"
 
 
+def conversion_pending(settings: Settings) -> bool:
+    """Whether a run's fluency scoring will first convert the installed GGUF file (not converted yet); False
+    without the LM (the run then records why not) and for a folder of the user's (nothing to convert)."""
+    try:
+        source = lm_source(settings)
+    except RobenchError:
+        return False
+    return source.package != "-" and not converted_dir(settings.cache_dir, source).exists()
+
+
 def _cached_conversion(source: LMSource, target: Path) -> tuple[Any, Any]:
     loaded = cached_build(target, _load)
     if loaded is None:
-        with phase(f"converting {LM_NAME} from GGUF into the resource cache (first use, about {CONVERT_SECONDS} s)"):
+        with phase(f"converting {LM_NAME} from GGUF into the resource cache (first use)",
+                   expected_seconds(CONVERT_SECONDS)):
             with staged_dir(target) as tmp:
                 model, tokenizer = _convert(source)
                 model.save_pretrained(tmp, safe_serialization=True)
