@@ -47,8 +47,6 @@ def test_every_statistic_of_the_reference_studies_regenerates_from_the_packed_re
 
 def test_the_replicated_control_regenerates_from_its_records(shared_data, monkeypatch, tmp_path):
     folder = figures.ROOT / "results" / "control-replication"
-    if not (folder / RECORDS).is_file():
-        pytest.skip("the replication's records are not packed yet (results/preregistration/a2t-control.md)")
     monkeypatch.setenv("ROBENCH_DATA_DIR", str(shared_data))
     monkeypatch.setenv("ROBENCH_CACHE_DIR", str(tmp_path / "cache"))
     for name in (RECORDS, EXAMPLES):
@@ -65,7 +63,10 @@ def test_the_replicated_control_regenerates_from_its_records(shared_data, monkey
 
     registered = expand(load_config(figures.ROOT / "results" / "grid-control-replication.toml"))
     cells = {cell(spec.to_dict()) for spec in registered}
-    assert all(cell(r.spec) in cells for r in iter_records(runs_to_read(tmp_path)))  # every record a registered cell
+    records = list(iter_records(runs_to_read(tmp_path)))
+    assert all(cell(r.spec) in cells for r in records)  # every record a registered cell
+    assert len(records) == len(cells) == 10  # all ten: the registered result is on all five seeds
+    assert json.loads((folder / "confirmatory.json").read_text())["complete"] is True
 
 
 @pytest.mark.parametrize("seeds, verdict, complete", [((5, 6, 7, 8, 9), "confirmed: more robust", True),

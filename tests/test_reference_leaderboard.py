@@ -200,3 +200,26 @@ def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, 
 
 
 _study = load_study
+
+
+@pytest.mark.integration  # resolves the published specs with the real backbone
+def test_a_run_made_today_at_a_published_setting_is_that_setting(cache, shared_data):
+    """The knobs added since the reference was run (`robench.core.records.KNOBS_ADDED_LATER`) hold their earlier
+    values by default, so a run resolved now at a published spec has the published record's setting and attack
+    setting: a checkpoint run under --protocol reference is compared with the published seeds, and a new seed of
+    the replicated control joins the old ones (the bug: they formed settings of their own)."""
+    import dataclasses
+
+    from robench.core.paths import resolve_settings
+    from robench.report.identity import attack_setting_id, setting_id
+    from robench.runs.resolve import resolve_run
+    from robench.runs.spec import RunSpec
+
+    settings = resolve_settings(shared_data, cache / "resolve", cache / "results")
+    for rec in load_records(reference_runs_dir("reference", cache)).current:
+        if rec.spec["attack"] not in ("textfooler", "gradient-swap") or rec.spec["seed"] != 0:
+            continue
+        now = resolve_run(RunSpec.from_dict(rec.spec), settings).hyperparameters()
+        today = dataclasses.replace(rec, hyperparameters={**rec.hyperparameters, "attack": now["attack"]})
+        assert set(now["attack"]) > set(rec.hyperparameters["attack"]), rec.run_id  # knobs added since
+        assert attack_setting_id(today) == attack_setting_id(rec) and setting_id(today) == setting_id(rec), rec.run_id

@@ -95,6 +95,26 @@ def test_record_made_before_a_knob_existed_is_reused():
     assert "attack.k" in _hyperparameter_problem(before, {"train": {"lr": 0.1}, "attack": {"k": 20}})
 
 
+def test_a_knob_at_its_earlier_value_is_the_same_setting(settings, tiny_backbone):
+    """The leaderboard and compare group a record made before a knob existed with one made after at the knob's
+    earlier value (the control replication's a2t seeds 5-6 beside its seeds 7-9), never with another value."""
+    from robench.report.identity import attack_setting_id, setting_id
+
+    record = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
+    attack = {k: v for k, v in (record.hyperparameters["attack"] or {}).items()}
+
+    def with_attack(values):
+        return dataclasses.replace(record, hyperparameters={**record.hyperparameters, "attack": values})
+
+    attack = {k: v for k, v in attack.items() if k not in ("fluency_max_drop", "sense_min_cos")}
+    before = with_attack(attack)
+    now = with_attack({**attack, "grammar_check": True, "beam_width": 1, "fluency_max_drop": None,
+                       "sense_min_cos": None})
+    other = with_attack({**attack, "fluency_max_drop": 1.5})
+    assert setting_id(before) == setting_id(now) and attack_setting_id(before) == attack_setting_id(now)
+    assert setting_id(other) != setting_id(before) and attack_setting_id(other) != attack_setting_id(before)
+
+
 def test_older_format_record_is_redone(settings, tiny_backbone, work):
     first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     path = settings.runs_dir / f"{first.run_id}.json"

@@ -24,6 +24,26 @@ log = logging.getLogger(__name__)
 RECORD_FORMAT = 2  # 2: eval subset chosen by `eval_seed` (recorded by hash), AdvGLUE's clean accuracy split off
 
 
+# Knobs added after records were published, each with the value that reproduces what the code did before it
+# existed: a record without the knob was made with that value. All four came with issue 57: no fluency constraint
+# (`fluency_max_drop` None; budget=natural now resolves it to 1.5, which no earlier record holds), the sense
+# filter at its constant (`sense_min_cos` None), budget=natural's grammar check always on, the greedy search.
+KNOBS_ADDED_LATER: dict[str, dict[str, Any]] = {
+    "attack": {"fluency_max_drop": None, "sense_min_cos": None, "grammar_check": True, "beam_width": 1}}
+
+
+def without_earlier_knobs(hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """`hyperparameters` (a record's: part -> values) without each knob of KNOBS_ADDED_LATER at its earlier
+    value, so a record made before the knob existed and one made after at that value read as the same setting
+    (`robench.runs.store` verifies records this way, `robench.report.identity` groups them)."""
+    def plain(part: str, values: Any) -> Any:
+        earlier = KNOBS_ADDED_LATER.get(part, {})
+        if not isinstance(values, dict) or not earlier:
+            return values
+        return {k: v for k, v in values.items() if not (k in earlier and v == earlier[k])}
+
+    return {part: plain(part, values) for part, values in (hyperparameters or {}).items()}
+
 @dataclass
 class RunRecord:
     run_id: str

@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from robench.core.errors import RobenchError
 from robench.core.hashing import content_hash
 from robench.core.params import make_params
-from robench.core.records import RunRecord
+from robench.core.records import RunRecord, without_earlier_knobs
 from robench.engine.attack import ATTACKS
 from robench.runs.spec import TrainConfig, identity_view
 from robench.training.defense import resolve_model
@@ -40,7 +40,7 @@ def setting_of(record: RunRecord) -> dict[str, Any]:
     spec = {k: v for k, v in identity_view(record.spec).items() if k not in ("seed", "model_params", "attack_params")}
     if spec.get("eval_size") is None:
         spec.pop("eval_seed", None)
-    hyper = record.hyperparameters or {}
+    hyper = without_earlier_knobs(record.hyperparameters or {})
     data = record.resources.get("data") or {}
     return _plain({"spec": spec, "model_params": hyper.get("model"), "attack_params": hyper.get("attack"),
                    "data_fingerprint": data.get("fingerprint")})

@@ -33,6 +33,7 @@ from robench.core.records import (
     record_path,
     record_problem,
     with_manifest,
+    without_earlier_knobs,
 )
 from robench.core.types import ExampleResult, Status
 from robench.runs.spec import RunSpec
@@ -195,28 +196,13 @@ def _spec_problem(record: RunRecord) -> str | None:
     return None if run_id == record.run_id else f"its spec is that of run {run_id}, not {record.run_id}"
 
 
-# Knobs added after records were published, each with the value that reproduces what the code did before it
-# existed: a record without the knob was made with that value (budget=natural always ran its grammar check until
-# issue 57's frontier study made it a knob).
-KNOBS_ADDED_LATER: dict[str, dict[str, Any]] = {"attack": {"grammar_check": True, "beam_width": 1}}
-
-
 def _hyperparameter_problem(record: RunRecord, hyperparameters: dict[str, Any]) -> str | None:
     """Which recorded hyperparameters differ from the run's resolved ones (compared as JSON), or None."""
-    expected = _as_recorded(hyperparameters)
-    recorded = {part: _with_later_knobs(part, values, expected.get(part))
-                for part, values in record.hyperparameters.items()}
+    expected = without_earlier_knobs(_as_recorded(hyperparameters))
+    recorded = without_earlier_knobs(record.hyperparameters)
     differ = sorted(f"{part}.{name}" for part in sorted(set(expected) | set(recorded))
                     for name in _differing(recorded.get(part), expected.get(part)))
     return f"it was made with other hyperparameters: {', '.join(differ)}" if differ else None
-
-
-def _with_later_knobs(part: str, recorded: Any, expected: Any) -> Any:
-    """`recorded`, with each knob of KNOBS_ADDED_LATER that the run has and the record lacks at its earlier value."""
-    if not (isinstance(recorded, dict) and isinstance(expected, dict)):
-        return recorded
-    earlier = {k: v for k, v in KNOBS_ADDED_LATER.get(part, {}).items() if k in expected and k not in recorded}
-    return {**recorded, **earlier}
 
 
 def _differing(recorded: Any, expected: Any) -> list[str]:
