@@ -123,3 +123,23 @@ def test_a_given_checkpoints_run_id_names_its_weights_not_its_path_or_name():
     moved = RunSpec(checkpoint={**spec.checkpoint, "location": "/y"}, model="checkpoint:y@abababab")
     assert spec.run_id.startswith("sst2-weights_abababab-advglue-s0-") and moved.run_id == spec.run_id
     assert json.loads(json.dumps(spec.to_dict()))["checkpoint"]["location"] == "/x"  # the record keeps where
+
+
+def test_the_shipped_protocols_resolve_to_their_published_parameters(settings, tiny_backbone, tmp_path, monkeypatch,
+                                                                     shared_data):
+    """Every attack of each shipped protocol, resolved today for a checkpoint, has its published run's
+    parameters: the knobs added since they ran hold their earlier values (`KNOBS_ADDED_LATER`). The bug: a
+    `--protocol reference` run stopped at 'resolves here to other parameters'. (The resource check, the masked LM
+    built, is tests/test_resource_identity.py's.)"""
+    from robench.engine import resources
+    from robench.report import reference
+
+    monkeypatch.setattr(reference, "require_published_resources", lambda *args: None)
+    monkeypatch.setattr(resources, "require_masked_lm", lambda *args: None)  # no MLM built in the unit tests
+    sst2 = save_classifier(tiny_backbone, tmp_path / "sst2", {0: "negative", 1: "positive"})
+    qnli = save_classifier(tiny_backbone, tmp_path / "qnli", {0: "entailment", 1: "not_entailment"})
+    real = dataclasses.replace(settings, data_dir=shared_data)  # the tiny data has no QNLI
+    for name, ckpt in (("reference", sst2), ("reference-lowres", sst2), ("reference-qnli", qnli)):
+        runs = reference.protocol_runs(name, str(ckpt), settings if name != "reference-qnli" else real)
+        published = {r.spec["attack"] for r in reference.baseline_records(name)}
+        assert {r.spec.attack for r in runs} == published, name

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from robench.core.errors import RobenchError
 from robench.core.packed import READINGS_DIR, RECORDS, is_packed, unpack
 from robench.core.paths import Settings
-from robench.core.records import RunRecord, examples_path, iter_records, record_path
+from robench.core.records import RunRecord, examples_path, iter_records, record_path, without_earlier_knobs
 from robench.report.identity import attack_setting_id
 
 if TYPE_CHECKING:
@@ -93,13 +93,19 @@ def protocol_runs(name: str, checkpoint: str, settings: Settings, label_map: str
                              label_map=label_map, data_source=spec.get("data_source"))
         for mine in specs(options, settings):
             resolved = resolve_run(mine, settings)
-            if _plain(resolved.hyperparameters()["attack"]) != _plain((rec.hyperparameters or {}).get("attack")):
+            if _published_attack(resolved.hyperparameters()) != _published_attack(rec.hyperparameters):
                 raise RobenchError(f"protocol {name!r}: {spec['attack']} resolves here to other parameters than the "
                                    f"published run {rec.run_id} (a different robench version?); its records would "
                                    "not be comparable")
             require_published_resources(name, rec, resolved)
             out.append(resolved)
     return out
+
+
+def _published_attack(hyperparameters: dict | None) -> object:
+    """A run's attack parameters as compared with a published run's: a knob added since, at the value that
+    reproduces the earlier code, is no difference (`robench.core.records.KNOBS_ADDED_LATER`)."""
+    return _plain(without_earlier_knobs(hyperparameters or {}).get("attack"))
 
 
 def require_published_resources(name: str, published: RunRecord, resolved: ResolvedRun) -> None:
