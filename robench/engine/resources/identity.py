@@ -127,7 +127,7 @@ def _mlm_recorded(attack: Mapping[str, Any]) -> Identity | None:
 
 @declare("masked-lm", recorded=_mlm_recorded,
          fix="build it with the defaults, `robench resources build-mlm --force` (the build is deterministic: its "
-             "defaults rebuild the published MLM; about 20 minutes of one CPU core), or pass the published "
+             "defaults rebuild the published MLM; about 4 minutes on an idle 2-core CPU), or pass the published "
              "build's folder as --cache-dir")
 def masked_lm_identity(settings: Settings, variant: str) -> Identity:
     """The built MLM: the SHA-256 of its weights and config (from its manifest), steps and held-out accuracy; a

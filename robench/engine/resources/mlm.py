@@ -81,7 +81,7 @@ def require_built_mlm(settings: Settings, backbone: str = "minilm") -> Path:
     target = mlm_dir(settings, backbone)
     if not (target / "build.json").is_file():
         raise RobenchError(f"no masked LM built in {target}: run `robench resources build-mlm` (see "
-                           "docs/guide/resources.md; ~8 minutes on CPU, better on a GPU), or pass a hub id such as "
+                           "docs/guide/resources.md; about 4 minutes on an idle 2-core CPU), or pass a hub id such as "
                            "bert-base-uncased when online")
     return verified_build(target, "`robench resources build-mlm --force`")
 
