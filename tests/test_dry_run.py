@@ -221,8 +221,9 @@ def test_the_timing_stops_at_its_budget_after_one_step_and_the_minimum_queries(c
 
 def test_the_estimate_counts_the_language_models_conversion_and_its_scoring(settings, tiny_backbone, monkeypatch):
     """Every attack's record scores its successes with the fluency LM: a GGUF file not yet converted is a build
-    line of its own (at CONVERT_SECONDS scaled to this machine now), and the scoring of every attacked example's
-    two texts is in the attack's estimate; neither without the LM, nor for a converted one."""
+    line of its own (at CONVERT_SECONDS scaled to this machine now), and the scoring of the successes' two texts
+    (FLUENCY_SUCCESS_SHARE of the attacked examples) is in the attack's estimate; neither without the LM, nor the
+    conversion for a converted one."""
     import torch
 
     from robench.core import machine
@@ -250,7 +251,8 @@ def test_the_estimate_counts_the_language_models_conversion_and_its_scoring(sett
     without = estimate(run, torch.device("cpu"), train_cached=False, persist=False)
     assert not [b for b in without.builds if "language model" in b.what]
     from robench.engine.fluency import LM_WORDS_PER_SECOND
+    from robench.runs.estimate import FLUENCY_SUCCESS_SHARE
 
-    words = 2 * sum(len(t[-1].split()) for t in run.texts().attacked)
+    words = FLUENCY_SUCCESS_SHARE * 2 * sum(len(t[-1].split()) for t in run.texts().attacked)
     assert with_tiny_lm.attack_seconds - without.attack_seconds == pytest.approx(
         2.0 * words / LM_WORDS_PER_SECOND, rel=0.05)

@@ -13,8 +13,9 @@
   where a search attack makes `recipe.query_cost_per_word` queries per word of its input (measured on SST-2,
   docs/guide/presets.md) and a replay attack one per example, times `SEARCH_OVERHEAD` for the work outside the
   victim (candidates, POS tags, sentence encoder: 10% of TextFooler's time when profiled, docs/studies/results.md),
-  + the record's fluency scoring: at most every example's two texts, at the language model's idle rate
-  (`robench.engine.fluency.LM_WORDS_PER_SECOND`) on this machine now.
+  + the record's fluency scoring: the two texts of half the examples (`FLUENCY_SUCCESS_SHARE`: the share
+  that succeeds is not known before the run; 9-58% of 300 on the reference's word-level attacks), at the
+  language model's idle rate (`robench.engine.fluency.LM_WORDS_PER_SECOND`) on this machine now.
 
 Speed measurements (`ModelSpeed`) are cached under `<cache_dir>/estimates/`, keyed by the defence and its
 cost-relevant parameters (a parameter declared `bounded(..., cost=False)`, a step size, is left out), backbone,
@@ -57,6 +58,9 @@ SEARCH_OVERHEAD = 1.15  # attack time outside the victim's forward passes (profi
 log = logging.getLogger(__name__)
 CPU_HOUR_ADVICE = 3600.0
 
+# the share of attacked examples taken to succeed, for the fluency scoring of their records (unknown before the run;
+# on the reference checkpoint of bench estimate --protocol reference: BERT-Attack 9%, gradient-swap 56%, TextFooler 58%)
+FLUENCY_SUCCESS_SHARE = 0.5
 
 @dataclass(frozen=True)
 class Build:
@@ -209,8 +213,9 @@ def resource_builds(run: ResolvedRun) -> tuple[Build, ...]:
 
 
 def _fluency_seconds(run: ResolvedRun, attacked: list[tuple[str, ...]]) -> float:
-    """The record's fluency scoring (`robench.engine.fluency.run_fluency`): at most every attacked example
-    succeeds, its original and adversarial text scored by the language model; nothing without the LM."""
+    """The record's fluency scoring (`robench.engine.fluency.run_fluency`): each successful example's original and
+    adversarial text scored by the language model, with FLUENCY_SUCCESS_SHARE of the attacked examples taken to
+    succeed; nothing without the LM."""
     from robench.core.errors import RobenchError
     from robench.engine.fluency import scoring_seconds
     from robench.engine.resources.causal_lm import lm_source
@@ -219,7 +224,7 @@ def _fluency_seconds(run: ResolvedRun, attacked: list[tuple[str, ...]]) -> float
         lm_source(run.settings)
     except RobenchError:
         return 0.0
-    return scoring_seconds(2 * sum(len(t[-1].split()) for t in attacked))
+    return scoring_seconds(FLUENCY_SUCCESS_SHARE * 2 * sum(len(t[-1].split()) for t in attacked))
 
 
 def _builds_relations(run: ResolvedRun) -> bool:
