@@ -125,6 +125,7 @@ def test_a_given_checkpoints_run_id_names_its_weights_not_its_path_or_name():
     assert json.loads(json.dumps(spec.to_dict()))["checkpoint"]["location"] == "/x"  # the record keeps where
 
 
+@pytest.mark.integration  # every published spec resolved on the real data (QNLI's dev split), about 20 s
 def test_the_shipped_protocols_resolve_to_their_published_parameters(settings, tiny_backbone, tmp_path, monkeypatch,
                                                                      shared_data):
     """Every attack of each shipped protocol, resolved today for a checkpoint, has its published run's
