@@ -374,6 +374,7 @@ def test_the_estimate_knows_a2ts_training_attack_and_safers_votes_and_certificat
                                                                                  monkeypatch):
     from conftest import tiny_spec
 
+    from robench.core import machine
     from robench.models import a2t, safer
     from robench.runs.estimate import estimate
     from robench.runs.resolve import resolve_run
@@ -382,6 +383,7 @@ def test_the_estimate_knows_a2ts_training_attack_and_safers_votes_and_certificat
     table = _toy_table()
     monkeypatch.setattr(a2t, "synonyms_of", lambda params, settings: table)
     monkeypatch.setattr(safer, "synonyms_of", lambda params, settings: table)
+    monkeypatch.setattr(machine, "slowdown", lambda: 1.0)  # the fluency scoring's share, the same for all three
     train = TrainConfig(epochs=2, batch_size=16, max_length=32, lr=1e-3)
     memo: dict = {}
     est = {}
