@@ -37,6 +37,7 @@ class SearchParams:
 
     lazy_similarity: bool = True  # same adversarial texts, fewer encoder calls, more victim queries
     fluency_max_drop: float | None = bounded(None, 0, 1000)  # nats a swap may lower log p(text) (None: no check)
+    fluency_each_swap: bool = False  # the drop also counts against the text before each swap, not only the original
     sense_min_cos: float | None = bounded(None, -1, 1)  # budget=natural's sense threshold (None: SENSE_MIN_COS)
     grammar_check: bool = True  # budget=natural's grammar check (off: the frontier study's knob)
     beam_width: int = bounded(1, 1, 64)  # texts kept by the search (1: greedy; above: robench.engine.beam)
@@ -137,12 +138,14 @@ def load_fluency(params: Any, settings: Any, device: Any) -> Fluency | None:
     """The fluency constraint at `params.fluency_max_drop` (None: none) on the language model."""
     if params.fluency_max_drop is None:
         return None
-    return Fluency(params.fluency_max_drop, language_model(settings, device))
+    return Fluency(params.fluency_max_drop, language_model(settings, device), each_swap=params.fluency_each_swap)
 
 
 def describe_fluency(fluency: Fluency | None) -> dict[str, Any] | None:
     """The run record's entry: the rule, its threshold and the language model that judged it."""
     if fluency is None:
         return None
-    return {"rule": "log p(candidate) - log p(original) >= -max_drop (nats; whole texts, detokenised, BOS first)",
-            "max_drop": fluency.max_drop, "language_model": fluency.lm.source.describe()}
+    rule = "log p(candidate) - log p(original) >= -max_drop (nats; whole texts, detokenised, BOS first)"
+    if fluency.each_swap:
+        rule += ", and the same against the text before each swap"
+    return {"rule": rule, "max_drop": fluency.max_drop, "language_model": fluency.lm.source.describe()}

@@ -62,6 +62,30 @@ SETTINGS: dict[str, dict] = {
     "cos 0.5, enc 0.86, LM off": {"min_cos": 0.5, "encoder_threshold": 0.86, "fluency_max_drop": 1000.0},
     "cos 0.5, enc 0.86, LM only (no sense, no grammar)": {"min_cos": 0.5, "encoder_threshold": 0.86,
                                                           "sense_min_cos": -1.0, "grammar_check": False},
+    # the language model at 0 nats: the adversarial text at least as probable as the original (the readers found
+    # 89% of such pairs valid; see the band judge)
+    "natural, LM 0 nats": {"fluency_max_drop": 0.0},
+    "cos 0.7, enc 0.90, sense 0.6, LM 0 nats": {"min_cos": 0.7, "encoder_threshold": 0.9, "sense_min_cos": 0.6,
+                                                "fluency_max_drop": 0.0},
+    "cos 0.5, enc 0.86, sense 0.6, LM 0 nats": {"min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": 0.6,
+                                                "fluency_max_drop": 0.0},
+    "cos 0.5, enc 0.86, sense 0.5, no grammar check, LM 0 nats": {
+        "min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": 0.5, "grammar_check": False,
+        "fluency_max_drop": 0.0},
+    "cos 0.5, enc 0.86, LM 0 nats only (no sense, no grammar)": {
+        "min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": -1.0, "grammar_check": False,
+        "fluency_max_drop": 0.0},
+    # ... and counted against the text before each swap as well (`fluency_each_swap`): a swap that makes the text
+    # more probable ("film" -> "movie") cannot pay for one that makes it less
+    "cos 0.5, enc 0.86, sense 0.6, LM 0 nats each swap": {
+        "min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": 0.6, "fluency_max_drop": 0.0,
+        "fluency_each_swap": True},
+    "cos 0.5, enc 0.86, sense 0.5, no grammar check, LM 0 nats each swap": {
+        "min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": 0.5, "grammar_check": False,
+        "fluency_max_drop": 0.0, "fluency_each_swap": True},
+    "cos 0.5, enc 0.86, LM 0 nats each swap only (no sense, no grammar)": {
+        "min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": -1.0, "grammar_check": False,
+        "fluency_max_drop": 0.0, "fluency_each_swap": True},
     # the stronger search (item 5): the beam search in word-importance order, width 4 (robench.engine.beam)
     "natural (LM 1.5 nats), beam 4": {"beam_width": 4},
     "cos 0.7, enc 0.90, sense 0.6, beam 4": {"min_cos": 0.7, "encoder_threshold": 0.9, "sense_min_cos": 0.6,
@@ -72,6 +96,16 @@ SETTINGS: dict[str, dict] = {
 }
 
 
+# The judge reads the LM score clipped to [-10, +3] nats: the score's long left tail (down to -30) otherwise sets
+# the logistic slope, and the judge under-predicts the pairs that score above 0 (held out: 82% predicted, 89% read;
+# clipped: 86%, with the same cross-validated AUC, 0.80)
+LM_CLIP = (-10.0, 3.0)
+
+
+def judged(features: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.clip(features[:, 0], *LM_CLIP), features[:, 1:]])
+
+
 @dataclass
 class Judge:
     mean: np.ndarray
@@ -79,12 +113,13 @@ class Judge:
     weights: np.ndarray  # intercept first
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        z = (features - self.mean) / self.scale
+        z = (judged(features) - self.mean) / self.scale
         return 1 / (1 + np.exp(-(self.weights[0] + z @ self.weights[1:])))
 
 
 def fit(features: np.ndarray, valid: np.ndarray, ridge: float = 1.0, steps: int = 500) -> Judge:
     """L2-regularised logistic regression by Newton's method on standardised features."""
+    features = judged(features)
     mean, scale = features.mean(0), features.std(0) + 1e-9
     x = np.hstack([np.ones((len(features), 1)), (features - mean) / scale])
     w = np.zeros(x.shape[1])
@@ -171,7 +206,10 @@ def main() -> None:
           f"{auc(held_out, valid):.2f}; weights (standardised; LM score, sentence cosine, words changed): "
           + ", ".join(f"{w:+.2f}" for w in judge.weights[1:]))
     print("calibration by fifths of the held-out prediction (predicted / read valid): "
-          + "; ".join(f"{held_out[f].mean():.0%} / {valid[f].mean():.0%}" for f in fifths) + "\n")
+          + "; ".join(f"{held_out[f].mean():.0%} / {valid[f].mean():.0%}" for f in fifths))
+    top = features[:, 0] >= 0
+    print(f"the {top.sum()} read pairs whose text lost no log-probability (LM score >= 0): held out "
+          f"{held_out[top].mean():.0%} predicted, {valid[top].mean():.0%} read valid\n")
     print("| setting | attacked | success rate | successes | predicted valid | LM score median |")
     print("|---|---|---|---|---|---|")
     points = []
@@ -180,8 +218,8 @@ def main() -> None:
             continue
         record, successes = run_setting(settings, params, args.eval_size)
         m = record.metrics
-        predicted = float(judge.predict(pair_features(settings, successes)).mean()) if successes else float("nan")
-        median = float(np.median(pair_features(settings, successes)[:, 0])) if successes else float("nan")
+        found = pair_features(settings, successes) if successes else np.full((1, 3), np.nan)
+        predicted, median = float(judge.predict(found).mean()), float(np.median(found[:, 0]))
         rate = m["attack_success_rate"]
         points.append((name, rate, predicted))
         print(f"| {name} | {m.get('examples', args.eval_size)} | {rate:.1%} | {len(successes)} | {predicted:.0%} | "

@@ -117,6 +117,28 @@ def test_the_fluency_constraint_rejects_swaps_that_lower_the_text_too_much(lazy)
     assert none.text[-1] == "a good film"
 
 
+@pytest.mark.parametrize("lazy", [True, False])
+def test_each_swap_stops_a_more_probable_swap_paying_for_a_less_probable_one(lazy):
+    """'good' -> 'great' makes the text 2 nats more probable, then 'film' -> 'flick' 1.5 nats less: against the
+    original the text lost nothing, against the text before the swap it lost 1.5 nats."""
+    lm = WordLM({"great": 2.0, "flick": -1.5})
+    p_gold = {"great": 0.7, "flick": 0.2}
+
+    def p_of(text):
+        return min([p_gold.get(w, 0.9) for w in text.split()])
+
+    def search(each_swap):
+        options = {1: ["great"], 2: ["flick"]}
+        return WordSwapSearch(lambda o: [1, 2], Importance(lambda o, i: o.delete(i)),
+                              lambda cur, orig, i: [cur.replace(i, w) for w in options[i]], None,
+                              lazy=lazy, fluency=Fluency(0.0, lm, each_swap=each_swap))
+
+    against_original, _ = drive(search(False), "a good film here", lm, p_of)
+    assert against_original.text[-1] == "a great flick here"
+    each, _ = drive(search(True), "a good film here", lm, p_of)
+    assert each.text[-1] == "a great film here"
+
+
 def test_the_lazy_constraint_asks_only_about_candidates_the_search_would_take():
     lm = WordLM({})
     options = [f"w{j}" for j in range(40)]

@@ -7,9 +7,10 @@ EMNLP 2018, with the Google 1B LM; GPT-2 in TextAttack), which scores the swappe
 blind reading's "fluent" separates by it at the AUC of `fluency_calibration.json` (`studies/lm_fluency.py`).
 
 * `Fluency`: the constraint. A swap may not lower the text's log-probability by more than `max_drop` nats
-  against the original text. The search asks it last and lazily (`robench.engine.search.WordSwapSearch`): only
-  for the candidates it would take, in the order it would take them, after the sentence encoder, so its cost
-  follows the accepted swaps, not the candidate pool.
+  against the original text; with `each_swap`, nor against the text before the swap (so a swap that makes the
+  text more probable cannot pay for a later one that makes it less). The search asks it last and lazily
+  (`robench.engine.search.WordSwapSearch`): only for the candidates it would take, in the order it would take
+  them, after the sentence encoder, so its cost follows the accepted swaps, not the candidate pool.
 * `LogProbCache`: the "lm" service the engine batches across examples (each distinct text scored once).
 * `fluency_estimate`: the LM-judged fluent share of a run's successful examples: the mean, over them, of the
   readers' fluent share in the score band each falls in, with the calibration it rests on.
@@ -45,23 +46,27 @@ def band_of(score: float) -> int:
 
 @dataclass(frozen=True)
 class Fluency:
-    """log p(candidate) - log p(original) >= -`max_drop` (nats, whole texts); `lm` scores texts (its `source`
-    names it in the record)."""
+    """log p(candidate) - log p(original) >= -`max_drop` (nats, whole texts), and with `each_swap` the same
+    against the text before the swap; `lm` scores texts (its `source` names it in the record)."""
 
     max_drop: float
     lm: Any = field(repr=False, compare=False, default=None)  # .log_probs(texts) -> floats; .source
+    each_swap: bool = False
 
     def passes(self, original: float, candidate: float) -> bool:
         return candidate - original >= -self.max_drop
 
 
-def fluency_checks(fluency: Fluency | None, original: str, candidates: Sequence[str]
+def fluency_checks(fluency: Fluency | None, original: str, candidates: Sequence[str], before: str | None = None
                    ) -> Generator[Request, Any, list[bool]]:
-    """Whether each candidate text passes (all pass without a constraint); one "lm" request."""
+    """Whether each candidate text passes (all pass without a constraint); one "lm" request. `before`: the text
+    the swap was made in, which `each_swap` also compares with."""
     if fluency is None or not candidates:
         return [True] * len(candidates)
-    scores = yield Request("lm", [original, *candidates])
-    return [fluency.passes(scores[0], s) for s in scores[1:]]
+    references = [original] + ([before] if fluency.each_swap and before not in (None, original) else [])
+    scores = yield Request("lm", [*references, *candidates])
+    bars = scores[:len(references)]
+    return [all(fluency.passes(bar, s) for bar in bars) for s in scores[len(references):]]
 
 
 class LogProbCache:

@@ -265,6 +265,6 @@ class WordSwapSearch:
             ask = [j for j, ok in zip(ask, passed) if ok]
         if self.fluency is not None and ask:
             passed = yield from fluency_checks(self.fluency, original.field_text,
-                                               [options[j].field_text for j in ask])
+                                               [options[j].field_text for j in ask], current.field_text)
             sims[[j for j, ok in zip(ask, passed) if not ok]] = -np.inf
         return sims
