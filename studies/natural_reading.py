@@ -9,8 +9,12 @@ results/natural-reading/readings/<study>.json, one `robench annotate` study per 
 results/natural-reading/studies/).
 
     python studies/natural_reading.py     # writes results/natural-reading/reading.md and prints it
+
+The second reading (issue 57): results/natural-lm-reading, the frontier's best setting with the language model
+(`python studies/natural_reading.py results/natural-lm-reading`).
 """
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -25,8 +29,8 @@ NOTE = ("Readers: helper sessions (language-model agents) that did not build or 
         "(`robench annotate export` draws distinct originals). Written by studies/natural_reading.py.")
 
 
-def records_by_run() -> dict[str, dict]:
-    runs = runs_to_read(RESULTS)
+def records_by_run(results: Path) -> dict[str, dict]:
+    runs = runs_to_read(results)
     return {path.stem: json.loads(path.read_text()) for path in sorted(runs.glob("*.json"))}
 
 
@@ -40,20 +44,31 @@ def row(attack: str, records: list[dict], readings: list) -> str:
             + " | ".join(rate.text() for rate in rates) + " |")
 
 
-def main(out: Path = RESULTS) -> str:
-    records = records_by_run()
+def setting(records: list[dict]) -> str:
+    """The attack setting the records share: the budget, then any knob it moves (`natural min_cos=0.7 ...`)."""
+    labels = {" ".join([r["spec"]["attack_params"]["budget"]]
+                       + [f"{k}={v}" for k, v in sorted(r["spec"]["attack_params"].items()) if k != "budget"])
+              for r in records}
+    return " / ".join(sorted(labels))
+
+
+def main(out: Path = RESULTS, results: Path = RESULTS) -> str:
+    records = records_by_run(results)
     by_attack: dict[str, list] = defaultdict(list)
-    for reading in load_readings(RESULTS):
+    for reading in load_readings(results):
         by_attack[records[reading.run_id]["spec"]["attack"]].append(reading)
-    lines = ["| attack (`natural`) | runs | attacked | success rate (successful) | read | label kept | meaning kept "
-             "(>= 3 of 4) | fluent | valid (all three) | originals read as gold |", "|---" * 10 + "|"]
+    lines = [f"| attack (`{setting(list(records.values()))}`) | runs | attacked | success rate (successful) | read | "
+             "label kept | meaning kept (>= 3 of 4) | fluent | valid (all three) | originals read as gold |",
+             "|---" * 10 + "|"]
     for attack in ATTACKS:
         runs = [r for r in records.values() if r["spec"]["attack"] == attack]
-        lines.append(row(attack, runs, by_attack[attack]))
+        if runs:
+            lines.append(row(attack, runs, by_attack[attack]))
     text = "\n".join(lines) + "\n\n" + NOTE + "\n"
     (out / "reading.md").write_text(text)
     return text
 
 
 if __name__ == "__main__":
-    print(main())
+    where = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else RESULTS
+    print(main(where, where))
