@@ -180,11 +180,12 @@ def test_the_natural_settings_cost_table_regenerates_from_the_records(tmp_path):
     assert (tmp_path / "cost.md").read_bytes() == (RESULTS / "natural" / "cost.md").read_bytes()
 
 
-def test_the_natural_settings_blind_reading_table_regenerates_from_its_readings(tmp_path):
-    """results/natural-reading/reading.md (the natural setting's blind reading per attack) is what
-    studies/natural_reading.py writes from the packed records of results/natural-reading and their readings."""
-    _study("natural_reading").main(tmp_path)
-    assert (tmp_path / "reading.md").read_bytes() == (RESULTS / "natural-reading" / "reading.md").read_bytes()
+@pytest.mark.parametrize("study", ["natural-reading", "natural-lm-reading"])
+def test_the_natural_settings_blind_reading_tables_regenerate_from_their_readings(tmp_path, study):
+    """results/<study>/reading.md (a natural setting's blind reading per attack: issue 43's, and issue 57's with the
+    language model) is what studies/natural_reading.py writes from the study's packed records and readings."""
+    _study("natural_reading").main(tmp_path, RESULTS / study)
+    assert (tmp_path / "reading.md").read_bytes() == (RESULTS / study / "reading.md").read_bytes()
 
 
 def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, capsys, monkeypatch, cache):
