@@ -79,6 +79,7 @@ reference: | setup
 	$(BIN)/python studies/natural_cost.py >/dev/null
 	$(BIN)/python studies/natural_reading.py >/dev/null
 	$(BIN)/python studies/natural_reading.py results/natural-lm-reading >/dev/null
+	$(BIN)/python studies/natural_reading_control.py >/dev/null
 	$(BIN)/robench compare --results-dir results/natural --baseline bert > results/natural/compare.txt
 	$(BIN)/python studies/readme_results.py
 

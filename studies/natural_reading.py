@@ -46,8 +46,11 @@ def row(attack: str, records: list[dict], readings: list) -> str:
 
 def setting(records: list[dict]) -> str:
     """The attack setting the records share: the budget, then any knob it moves (`natural min_cos=0.7 ...`)."""
+    def value(v: object) -> str:  # 0 (from the command line) and 0.0 (from Python) are one value
+        return f"{float(v):g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
     labels = {" ".join([r["spec"]["attack_params"]["budget"]]
-                       + [f"{k}={v}" for k, v in sorted(r["spec"]["attack_params"].items()) if k != "budget"])
+                       + [f"{k}={value(v)}" for k, v in sorted(r["spec"]["attack_params"].items()) if k != "budget"])
               for r in records}
     return " / ".join(sorted(labels))
 

@@ -181,6 +181,39 @@ def test_every_run_record_carries_its_fluency(settings, tiny_backbone):
         assert fluency["scored"] == successes
 
 
+def test_a_run_whose_attack_ran_the_constraint_gets_scores_but_no_fluent_share(settings):
+    """Issue 57's reading: swaps the LM passed read 54% fluent where the calibration said 93%, so a run that
+    filtered by the LM keeps its scores and says why it has no share, on every surface that shows it."""
+    from types import SimpleNamespace
+
+    from robench.engine.fluency import SELECTED_BY_LM, run_fluency
+    from robench.report.validity import fluency_facts
+
+    results = [SimpleNamespace(status="successful", index=3, original_text="a good film", perturbed_text="a fine film")]
+    plain = run_fluency(results, settings)
+    selected = run_fluency(results, settings, selected_by_lm=True)
+    assert plain["lm_fluent_share"] is not None and selected["lm_fluent_share"] is None
+    assert selected["scores"] == plain["scores"] and selected["not_calibrated"] == SELECTED_BY_LM
+    ((label, shown),) = fluency_facts({"fluency": selected})
+    assert shown == f"not estimated: {SELECTED_BY_LM}" and "estimate" in label
+
+
+@pytest.mark.integration
+def test_the_runner_marks_a_run_whose_attack_ran_the_constraint(settings, tiny_backbone):
+    """TextFooler's real resources (its sentence encoder is the packaged MiniLM) on a tiny victim."""
+    from conftest import tiny_spec
+
+    from robench.core.records import iter_records
+    from robench.engine.fluency import SELECTED_BY_LM
+    from robench.runs.runner import run
+
+    run(tiny_spec(tiny_backbone, attack="textfooler", eval_size=4, attack_params={"fluency_max_drop": 1000}),
+        settings, device="cpu")
+    (record,) = list(iter_records(settings.runs_dir))
+    assert record.metrics["fluency"]["not_calibrated"] == SELECTED_BY_LM
+    assert record.metrics["fluency"]["lm_fluent_share"] is None
+
+
 def test_the_natural_setting_takes_the_calibrations_threshold():
     """budget=natural's max drop is the one studies/lm_fluency.py chose from the readings (>= 85% fluent kept)."""
     from robench.attacks.textfooler import TextFoolerParams

@@ -188,6 +188,13 @@ def test_the_natural_settings_blind_reading_tables_regenerate_from_their_reading
     assert (tmp_path / "reading.md").read_bytes() == (RESULTS / study / "reading.md").read_bytes()
 
 
+def test_the_reader_control_of_the_language_models_reading_regenerates(tmp_path):
+    """results/natural-lm-reading/control.md (one reader, the earlier readings' top-band pairs against the LM's
+    selections) is what studies/natural_reading_control.py writes from the filled sheet and key."""
+    _study("natural_reading_control").main(tmp_path)
+    assert (tmp_path / "control.md").read_bytes() == (RESULTS / "natural-lm-reading" / "control.md").read_bytes()
+
+
 def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, capsys, monkeypatch, cache):
     """results/natural/compare.txt (the positive control under the natural setting) byte for byte."""
     from robench.cli import main

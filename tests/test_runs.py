@@ -252,3 +252,16 @@ def test_a_run_spec_cannot_change_after_it_was_made():
     assert spec.attack_params["k"] == 20 and RunSpec.from_dict(spec.to_dict()) == spec
     changed = dataclasses.replace(spec, attack_params={**spec.attack_params, "k": 30})
     assert changed.run_id != run_id
+
+
+def test_an_integer_given_to_a_float_knob_resolves_to_the_same_setting_as_the_float():
+    """`--attack-param fluency_max_drop=0` parses to the integer 0, a grid or Python gives 0.0: one setting, so one
+    resolved value (the records of issue 57's reading held both, and hashed apart)."""
+    from robench.attacks.textfooler import TextFoolerParams
+    from robench.core.params import make_params, parse_assignments
+
+    from_cli = make_params(TextFoolerParams, parse_assignments(["fluency_max_drop=0", "k=20"]), "textfooler")
+    from_grid = make_params(TextFoolerParams, {"fluency_max_drop": 0.0, "k": 20}, "textfooler")
+    assert from_cli == from_grid
+    assert isinstance(from_cli.fluency_max_drop, float) and isinstance(from_cli.k, int)
+    assert json.dumps(dataclasses.asdict(from_cli)) == json.dumps(dataclasses.asdict(from_grid))

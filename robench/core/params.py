@@ -100,9 +100,22 @@ def make_params(cls: type, overrides: dict[str, Any], owner: str) -> Any:
         raise RobenchError(f"unknown hyperparameter(s) {unknown} for {owner} (known: {names})")
     try:
         check_values(cls, overrides)  # first, so NaN never reaches a check written as `x < 0`
-        return cls(**overrides)
+        return cls(**as_declared(cls, overrides))
     except (TypeError, ValueError) as exc:
         raise RobenchError(f"bad hyperparameters for {owner}: {exc}") from exc
+
+
+def as_declared(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each integer given to a `float` field as a float, so that `fluency_max_drop=0` from the command
+    line and `0.0` from a grid or Python resolve to one setting (a record's hyperparameters, and so its setting id,
+    hash the resolved values)."""
+    hints = _type_hints(cls)
+    out = dict(values)
+    for name, value in values.items():
+        kind = _expected(hints.get(name))
+        if kind is not None and kind[0] is float and isinstance(value, int) and not isinstance(value, bool):
+            out[name] = float(value)
+    return out
 
 
 def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:

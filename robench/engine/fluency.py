@@ -126,9 +126,17 @@ def score_pairs(lm: Any, pairs: Sequence[tuple[str, str]]) -> list[float]:
     return [adv - orig for orig, adv in zip(logp[0::2], logp[1::2])]
 
 
-def run_fluency(results: Sequence[Any], settings: Any, device: Any = None) -> dict[str, Any]:
+# Why a run whose attack kept only swaps the language model passed gets no fluent share (issue 57's reading)
+SELECTED_BY_LM = ("the attack kept only swaps this language model passed, and the calibration does not hold for "
+                  "them: a blind reading of such swaps found 54% fluent where it estimated 93% (within its top band "
+                  "the score does not separate them, AUC 0.46; docs/studies/natural.md)")
+
+
+def run_fluency(results: Sequence[Any], settings: Any, device: Any = None, selected_by_lm: bool = False
+                ) -> dict[str, Any]:
     """The run record's `metrics.fluency`: each successful example's score (by index), the LM-judged fluent share
-    of them with its calibration, and the language model; without the LM installed, why not (the run goes on)."""
+    of them with its calibration, and the language model; without the LM installed, why not (the run goes on).
+    `selected_by_lm`: the attack ran the fluency constraint, so the scores are kept but no share is estimated."""
     from robench.core.errors import RobenchError
     from robench.engine.resources.causal_lm import language_model
 
@@ -138,5 +146,7 @@ def run_fluency(results: Sequence[Any], settings: Any, device: Any = None) -> di
     except RobenchError as exc:
         return {"lm_fluent_share": None, "unavailable": str(exc)}
     scores = score_pairs(lm, [(r.original_text, r.perturbed_text) for r in successes]) if successes else []
-    return {**fluency_estimate(scores), "language_model": lm.source.describe(),
+    uncalibrated = {"lm_fluent_share": None, "not_calibrated": SELECTED_BY_LM}
+    estimate = uncalibrated if selected_by_lm else fluency_estimate(scores)
+    return {**estimate, "language_model": lm.source.describe(),
             "scores": {str(r.index): round(s, 3) for r, s in zip(successes, scores)}}

@@ -46,8 +46,8 @@ def fluency_facts(metrics: dict[str, Any]) -> list[tuple[str, str]]:
     if not isinstance(fluency, dict):
         return []
     label = "LM-judged fluent share (an estimate, not a reading)"
-    if fluency.get("unavailable"):
-        return [(label, f"not estimated: {fluency['unavailable']}")]
+    if fluency.get("unavailable") or fluency.get("not_calibrated"):
+        return [(label, f"not estimated: {fluency.get('unavailable') or fluency['not_calibrated']}")]
     if fluency.get("lm_fluent_share") is None:
         return [(label, "no successful examples")]
     calib = fluency["calibration"]

@@ -283,7 +283,8 @@ def attack(resolved: ResolvedRun, model: PreparedModel, store: RunStore, device:
         with phase("auditing the swaps against the lexicon"):
             metrics["validity"] = validity_audit(results, settings, output.resources)
     with phase("scoring the successful examples' fluency with the language model"):
-        metrics["fluency"] = run_fluency(results, settings, device)
+        metrics["fluency"] = run_fluency(results, settings, device,
+                                         selected_by_lm=bool((output.resources or {}).get("fluency")))
     seconds = time.perf_counter() - start
     data = {"source": spec.data_source, "data_dir": str(settings.data_dir) if settings.data_dir else None,
             "task_note": task.note or None, "fingerprint": spec.data_fingerprint,
