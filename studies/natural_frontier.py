@@ -239,12 +239,13 @@ def draw(points: list[tuple[str, float, float]], path: Path) -> None:
     for name, rate, predicted in points:
         if predicted == predicted:  # no successes: no predicted share to place
             at.setdefault((round(predicted * 100, 1), round(rate * 100, 1)), []).append(name)
-    for (x, y), names in at.items():
+    for k, ((x, y), names) in enumerate(sorted(at.items())):
         beam = all(n.endswith("beam 4") for n in names)
         ax.scatter(x, y, s=30, marker="^" if beam else "o", facecolors="none" if beam else None,
                    edgecolors="C3" if beam else None, color=None if beam else "C0")
-        ax.annotate("\n".join(names), (x, y), fontsize=6.5, xytext=(6, -2 if len(names) > 1 else 3),
-                    textcoords="offset points", va="top" if len(names) > 1 else "bottom")
+        below = len(names) > 1 or k % 2  # neighbours' labels alternate above and below their points
+        ax.annotate("\n".join(names), (x, y), fontsize=6, xytext=(5, -3 if below else 3),
+                    textcoords="offset points", va="top" if below else "bottom")
     ax.set_ylim(-4, max((y for _, y in at), default=0) + 2)  # room below for the labels of the lowest point
     ax.set_yticks([t for t in range(0, int(ax.get_ylim()[1]) + 1, 2)])
     ax.axvline(85, color="grey", lw=0.8, ls="--")
