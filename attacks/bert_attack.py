@@ -75,7 +75,10 @@ Deviations (all recorded in the run record):
 * candidates are cased like the word they replace (the MLM is uncased);
 * K = 48 as in the paper (TextAttack's recipe lowered it to 8 for speed);
 * search (`beam_width`, default 1: the paper's greedy search): above 1, the beam search in word-importance
-  order of Yoo et al. (BlackboxNLP 2020; `robench.engine.beam`, its deviations listed there);
+  order of Yoo et al. (BlackboxNLP 2020; `robench.engine.beam`, its deviations listed there); with
+  `population_size` above 0 (`population_search`, `generations`, `lm_top_k`), the genetic search of Alzantot et
+  al. (EMNLP 2018) or the particle swarm of Zang et al. (ACL 2020) (`robench.engine.population`, their
+  deviations listed there);
 * query budget (`query_budget`, default none): a request over it is refused
   whole and the example is a failed attack.
 """
@@ -96,8 +99,10 @@ from robench.attacks.common import (
     describe_stopwords,
     info_of,
     load_fluency,
+    search_knobs,
     setting_constraints,
     validate_encoder_params,
+    validate_search_params,
 )
 from robench.core.params import bounded
 from robench.core.paths import Settings
@@ -161,6 +166,7 @@ class BertAttackParams(SearchParams):
     def __post_init__(self) -> None:
         apply_budget(self, PAPER_VALUES)
         validate_encoder_params(self)
+        validate_search_params(self)
         if self.k < 1 or self.mlm_max_length < 3 or self.mlm_batch_size < 1 or self.concurrency < 1:
             raise ValueError("k, mlm_batch_size and concurrency must be positive, mlm_max_length >= 3")
 
@@ -329,7 +335,7 @@ def compose(params: BertAttackParams, res: BertAttackResources, profile: Profile
                      PartOfSpeech(tags, allow_verb_noun_swap=True) if synonyms else None,
                      *natural_constraints(res.natural, profile, params), res.fluency],
         search=Greedy(lambda: Importance(lambda words, i: words.replace(i, params.importance_token)),
-                      lazy=params.lazy_similarity, beam_width=params.beam_width),
+                      **search_knobs(params)),
         services={} if res.mlm is None else {"mlm": MlmCandidates(res.mlm, params, res.stopwords)},
         profile=profile)
 

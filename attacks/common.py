@@ -41,10 +41,36 @@ class SearchParams:
     sense_min_cos: float | None = bounded(None, -1, 1)  # budget=natural's sense threshold (None: SENSE_MIN_COS)
     grammar_check: bool = True  # budget=natural's grammar check (off: the frontier study's knob)
     beam_width: int = bounded(1, 1, 64)  # texts kept by the search (1: greedy; above: robench.engine.beam)
+    population_size: int = bounded(0, 0, 1024)  # above 0: a population search (robench.engine.population)
+    population_search: str = "genetic"  # Alzantot et al.'s "genetic" algorithm or Zang et al.'s particle "swarm"
+    generations: int = bounded(20, 1, 1000)  # the population search's generations (iterations) at most
+    lm_top_k: int | None = bounded(None, 1, 1000)  # the population search keeps a word's k most probable candidates
     query_budget: int | None = bounded(None, 1, 10**9)  # victim queries per example, on top of the setting's
     queries_per_word: int | None = bounded(None, 1, 10**6)  # query budget = this x the input's words
     concurrency: int = bounded(32, 1, 4096)  # examples attacked at once
     encoder_batch_size: int = bounded(128, 1, 4096)
+
+
+POPULATION_SEARCHES = ("genetic", "swarm")  # robench.engine.population
+
+
+def validate_search_params(params: SearchParams) -> None:
+    """The search knobs agree (ValueError, as make_params expects): one search at a time; the LM cut needs the LM."""
+    if params.population_size and params.beam_width != 1:
+        raise ValueError(f"a population search takes no beam: population_size={params.population_size} "
+                         f"with beam_width={params.beam_width}; set one of them")
+    if params.population_search not in POPULATION_SEARCHES:
+        raise ValueError(f"population_search must be one of {POPULATION_SEARCHES}, got {params.population_search!r}")
+    if params.lm_top_k is not None and not params.population_size:
+        raise ValueError("lm_top_k is the population search's: set population_size too")
+    if params.lm_top_k is not None and params.fluency_max_drop is None:
+        raise ValueError("lm_top_k needs the language model: set fluency_max_drop (budget=natural sets it)")
+
+
+def search_knobs(params: SearchParams) -> dict[str, Any]:
+    """The `robench.engine.recipe.Greedy` fields the params choose: which search, and how it runs."""
+    return dict(lazy=params.lazy_similarity, beam_width=params.beam_width, population_size=params.population_size,
+                population_search=params.population_search, generations=params.generations, lm_top_k=params.lm_top_k)
 
 
 def validate_encoder_params(params: EncoderParams) -> None:

@@ -90,6 +90,9 @@ class GradientSwapParams(textfooler.TextFoolerParams):
             raise ValueError(f"verify must be positive, got {self.verify}")
         if self.beam_width != 1:  # the gradient strategy re-ranks on the one current text (robench.engine.beam)
             raise ValueError(f"beam_width must be 1 for gradient-swap, got {self.beam_width}")
+        if self.population_size:  # a population search draws words at random: no gradient ranking to use
+            raise ValueError(f"population_size must be 0 for gradient-swap (its gradient ranking is its search), "
+                             f"got {self.population_size}")
 
 
 class WordEmbeddings:

@@ -81,7 +81,10 @@ Deviations (every one of them on purpose; all are recorded in the run record):
 * a replacement must be one word under TextAttack's word splitting, so word
   indices never shift;
 * search (`beam_width`, default 1: the paper's greedy search): above 1, the beam search in word-importance
-  order of Yoo et al. (BlackboxNLP 2020; `robench.engine.beam`, its deviations listed there);
+  order of Yoo et al. (BlackboxNLP 2020; `robench.engine.beam`, its deviations listed there); with
+  `population_size` above 0 (`population_search`, `generations`, `lm_top_k`), the genetic search of Alzantot et
+  al. (EMNLP 2018) or the particle swarm of Zang et al. (ACL 2020) (`robench.engine.population`, their
+  deviations listed there);
 * query budget (`query_budget`, default none, as TextAttack): a request that
   would exceed it is refused whole and the example is a failed attack;
   TextAttack still evaluates the part of that request that fits.
@@ -111,8 +114,10 @@ from robench.attacks.common import (
     describe_stopwords,
     info_of,
     load_fluency,
+    search_knobs,
     setting_constraints,
     validate_encoder_params,
+    validate_search_params,
 )
 from robench.core.params import bounded
 from robench.core.paths import Settings
@@ -171,6 +176,7 @@ class TextFoolerParams(SearchParams):
     def __post_init__(self) -> None:
         apply_budget(self, PAPER_VALUES)
         validate_encoder_params(self)
+        validate_search_params(self)
         if self.synonym_source not in resources.SOURCES:
             raise ValueError(f"synonym_source must be one of {resources.SOURCES}, got {self.synonym_source!r}")
         if self.k < 1 or self.window < 1 or self.concurrency < 1 or self.encoder_batch_size < 1:
@@ -241,8 +247,7 @@ def compose(params: TextFoolerParams, res: TextFoolerResources, profile: Profile
                      None if params.min_context_cos is None else ContextSimilarity(res.context,
                                                                                    params.min_context_cos, profile),
                      *natural_constraints(res.natural, profile, params), res.fluency],
-        search=Greedy(lambda: Importance(lambda original, i: original.delete(i)), lazy=params.lazy_similarity,
-                      beam_width=params.beam_width),
+        search=Greedy(lambda: Importance(lambda original, i: original.delete(i)), **search_knobs(params)),
         profile=profile)
 
 

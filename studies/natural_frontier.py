@@ -93,6 +93,20 @@ SETTINGS: dict[str, dict] = {
     "cos 0.5, enc 0.86, beam 4": {"min_cos": 0.5, "encoder_threshold": 0.86, "beam_width": 4},
     "cos 0.5, enc 0.86, LM only, beam 4": {"min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": -1.0,
                                            "grammar_check": False, "beam_width": 4},
+    # the population search of Alzantot et al. 2018 (robench.engine.population): 20 texts x 10 generations (the
+    # paper's 60 x 20 costs 6 times as much), with and without the paper's LM cut to each word's 4 most probable
+    "cos 0.7, enc 0.90, sense 0.6, LM 0 nats, genetic": {
+        "min_cos": 0.7, "encoder_threshold": 0.9, "sense_min_cos": 0.6, "fluency_max_drop": 0.0,
+        "population_size": 20, "generations": 10},
+    "cos 0.7, enc 0.90, sense 0.6, LM 0 nats, genetic, LM top 4": {
+        "min_cos": 0.7, "encoder_threshold": 0.9, "sense_min_cos": 0.6, "fluency_max_drop": 0.0,
+        "population_size": 20, "generations": 10, "lm_top_k": 4},
+    "cos 0.5, enc 0.86, LM only, genetic": {"min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": -1.0,
+                                            "grammar_check": False, "population_size": 20, "generations": 10},
+    # ... and Zang et al.'s particle swarm (ACL 2020), 20 particles x 10 iterations
+    "cos 0.7, enc 0.90, sense 0.6, LM 0 nats, swarm": {
+        "min_cos": 0.7, "encoder_threshold": 0.9, "sense_min_cos": 0.6, "fluency_max_drop": 0.0,
+        "population_size": 20, "generations": 10, "population_search": "swarm"},
 }
 
 
@@ -240,9 +254,10 @@ def draw(points: list[tuple[str, float, float]], path: Path) -> None:
         if predicted == predicted:  # no successes: no predicted share to place
             at.setdefault((round(predicted * 100, 1), round(rate * 100, 1)), []).append(name)
     for k, ((x, y), names) in enumerate(sorted(at.items())):
-        beam = all(n.endswith("beam 4") for n in names)
-        ax.scatter(x, y, s=30, marker="^" if beam else "o", facecolors="none" if beam else None,
-                   edgecolors="C3" if beam else None, color=None if beam else "C0")
+        search = next((s for s in ("beam 4", "genetic", "swarm") if all(s in n for n in names)), None)
+        marker, colour = {"beam 4": ("^", "C3"), "genetic": ("s", "C2"), "swarm": ("D", "C4")}.get(search, ("o", None))
+        ax.scatter(x, y, s=30, marker=marker, facecolors="none" if search else None,
+                   edgecolors=colour, color=None if search else "C0")
         below = len(names) > 1 or k % 2  # neighbours' labels alternate above and below their points
         ax.annotate("\n".join(names), (x, y), fontsize=6, xytext=(5, -3 if below else 3),
                     textcoords="offset points", va="top" if below else "bottom")
@@ -252,7 +267,8 @@ def draw(points: list[tuple[str, float, float]], path: Path) -> None:
     ax.text(85.5, ax.get_ylim()[1] * 0.95, "85%", fontsize=7, color="grey")
     ax.set_xlabel("predicted valid share of successful examples (%)")
     ax.set_ylabel("TextFooler success rate on bert (%)")
-    ax.set_title("natural's knobs: success against predicted validity (SST-2 dev; triangles: beam 4)", fontsize=9)
+    ax.set_title("natural's knobs: success against predicted validity (SST-2 dev; triangles: beam 4; squares: "
+                 "genetic; diamonds: swarm)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
 

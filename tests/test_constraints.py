@@ -172,3 +172,23 @@ def test_a_word_swap_recipe_runs_itself_and_a_copy_runs_the_copy(monkeypatch):
     assert copy.attack(ctx, None).resources == {"loaded": "copy"} and ran == ["first", "copy"]
     spied = dataclasses.replace(first, attack=lambda ctx, params: "spy")
     assert spied.attack(ctx, None) == "spy"
+
+
+def test_the_sense_scorer_scores_each_swap_once():
+    """A population search asks about the same swaps each generation: the contextual cosine of a (window, word,
+    replacement) is computed once, in the order asked."""
+    from robench.engine.resources.context import ContextSimilarity
+
+    asked = []
+
+    class Counting(ContextSimilarity):
+        def _score(self, window, at, replacements):
+            asked.append((tuple(window), at, list(replacements)))
+            return np.array([0.1 * len(r) for r in replacements], dtype=np.float32)
+
+    scorer = Counting(None, None, "cpu", {}, context=1)
+    first = scorer.scores("a b c d".split(), 1, ["xx", "y"])
+    again = scorer.scores("a b c d".split(), 1, ["y", "zzz", "xx", "y"])
+    other = scorer.scores("a q c d".split(), 2, ["y"])  # another window: scored anew
+    assert asked == [(("a", "b", "c"), 1, ["xx", "y"]), (("a", "b", "c"), 1, ["zzz"]), (("q", "c", "d"), 1, ["y"])]
+    assert np.allclose(first, [0.2, 0.1]) and np.allclose(again, [0.1, 0.3, 0.2, 0.1]) and np.allclose(other, [0.1])

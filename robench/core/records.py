@@ -25,13 +25,15 @@ RECORD_FORMAT = 2  # 2: eval subset chosen by `eval_seed` (recorded by hash), Ad
 
 
 # Knobs added after records were published, each with the value that reproduces what the code did before it
-# existed: a record without the knob was made with that value. All five came with issue 57: no fluency constraint
+# existed: a record without the knob was made with that value. All came with issue 57: no fluency constraint
 # (`fluency_max_drop` None; budget=natural now resolves it to 1.5, which no earlier record holds), the sense
-# filter at its constant (`sense_min_cos` None), budget=natural's grammar check always on, the greedy search, the
+# filter at its constant (`sense_min_cos` None), budget=natural's grammar check always on, the greedy search (no
+# beam, no population; `population_search`, `generations` and `lm_top_k` are the population search's), the
 # fluency drop counted against the original only.
 KNOBS_ADDED_LATER: dict[str, dict[str, Any]] = {
     "attack": {"fluency_max_drop": None, "sense_min_cos": None, "grammar_check": True, "beam_width": 1,
-               "fluency_each_swap": False}}
+               "fluency_each_swap": False, "population_size": 0, "population_search": "genetic",
+               "generations": 20, "lm_top_k": None}}
 
 
 def without_earlier_knobs(hyperparameters: dict[str, Any]) -> dict[str, Any]:

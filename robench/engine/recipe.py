@@ -3,7 +3,7 @@
 * `Transformation`: the candidate swaps of word i (`SynonymSwap`: a synonym table's neighbours);
 * constraints: the objects of `robench.engine.constraints`, in order;
 * `Greedy`: the search, TextAttack's GreedyWordSwapWIR with a word-importance strategy (or, with a beam width,
-  `robench.engine.beam`'s beam search in the same order);
+  `robench.engine.beam`'s beam search in the same order; with a population, `robench.engine.population`'s);
 * goal: `robench.engine.search.UntargetedClassification`.
 
 `Composition` holds the four and is the per-example search the engine runs (`robench.engine.scheduler`).
@@ -26,6 +26,7 @@ from robench.engine.attack import AttackContext, AttackOutput, AttackRecipe, Pro
 from robench.engine.beam import BeamWordSwapSearch
 from robench.engine.constraints import Constraint, IndexConstraint, Similarity, Swap
 from robench.engine.fluency import Fluency, LogProbCache
+from robench.engine.population import GeneticWordSwapSearch, SwarmWordSwapSearch
 from robench.engine.scheduler import EngineConfig, Request, Search, Service, attack_examples
 from robench.engine.search import CachedEmbedder, Importance, UntargetedClassification, WordSwapSearch
 from robench.engine.words import Words, is_one_word, recover_case
@@ -72,6 +73,18 @@ class Greedy:
     importance: Callable[[], Importance]
     lazy: bool = True
     beam_width: int = 1  # above 1: the beam search in word-importance order (`robench.engine.beam`)
+    population_size: int = 0  # above 0: a population search instead (`robench.engine.population`)
+    population_search: str = "genetic"  # Alzantot et al.'s genetic algorithm, or Zang et al.'s particle "swarm"
+    generations: int = 20
+    lm_top_k: int | None = None  # the population search's language-model cut of each word's candidates
+
+    def build(self, parts: dict[str, Any]) -> WordSwapSearch:
+        """The search over one example's `parts` (`WordSwapSearch`'s fields)."""
+        if self.population_size:
+            kind = SwarmWordSwapSearch if self.population_search == "swarm" else GeneticWordSwapSearch
+            return kind(**parts, population_size=self.population_size, generations=self.generations,
+                        lm_top_k=self.lm_top_k)
+        return WordSwapSearch(**parts) if self.beam_width == 1 else BeamWordSwapSearch(**parts, width=self.beam_width)
 
 
 @dataclass(frozen=True)
@@ -142,9 +155,7 @@ class Composition:
         parts = dict(indices=lambda words: [i for i in range(len(words.words)) if modifiable(words, i)],
                      importance=self.search.importance(), candidates=candidates, similarity=self.similarity,
                      lazy=self.search.lazy, goal=self.goal, fluency=self.fluency, checks=checks if deferred else None)
-        width = self.search.beam_width
-        search = WordSwapSearch(**parts) if width == 1 else BeamWordSwapSearch(**parts, width=width)
-        return (yield from search(text, label, clean))
+        return (yield from self.search.build(parts)(text, label, clean))
 
 
 @dataclass(kw_only=True)

@@ -20,22 +20,35 @@ import numpy as np
 
 from robench.core.paths import Settings
 
+CACHE_LIMIT = 200_000  # scored swaps kept per process (the cache starts over past it)
+
 
 class ContextSimilarity:
-    """`scores(words, i, replacements)`: per replacement, the contextual cosine at word i (see the module)."""
+    """`scores(words, i, replacements)`: per replacement, the contextual cosine at word i (see the module). Each
+    (window, word, replacement) is scored once per process: a search asks again about swaps it met before (a
+    population search about the same swaps in each generation)."""
 
     def __init__(self, model, tokenizer, device, info: dict, context: int = 20) -> None:
         self.model, self.tokenizer, self.device, self.info, self.context = model, tokenizer, device, info, context
+        self._cache: dict[tuple[tuple[str, ...], int, str], float] = {}
 
     def scores(self, words: Sequence[str], i: int, replacements: Sequence[str]) -> np.ndarray:
+        if not replacements:
+            return np.zeros(0, dtype=np.float32)
+        start = max(i - self.context, 0)
+        window, at = tuple(words[start:i + self.context + 1]), i - start
+        todo = [r for r in dict.fromkeys(replacements) if (window, at, r) not in self._cache]
+        if todo:
+            if len(self._cache) + len(todo) > CACHE_LIMIT:
+                self._cache.clear()
+            self._cache.update(zip([(window, at, r) for r in todo], self._score(list(window), at, todo).tolist()))
+        return np.array([self._cache[(window, at, r)] for r in replacements], dtype=np.float32)
+
+    def _score(self, window: list[str], at: int, replacements: list[str]) -> np.ndarray:
         import torch
 
         from robench.classifier.device import autocast
 
-        if not replacements:
-            return np.zeros(0, dtype=np.float32)
-        start = max(i - self.context, 0)
-        window, at = list(words[start:i + self.context + 1]), i - start
         texts = [window] + [window[:at] + [r] + window[at + 1:] for r in replacements]
         batch = self.tokenizer(texts, is_split_into_words=True, padding=True, return_tensors="pt")
         with torch.inference_mode(), autocast(self.device):
