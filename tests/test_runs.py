@@ -115,6 +115,17 @@ def test_a_knob_at_its_earlier_value_is_the_same_setting(settings, tiny_backbone
     assert setting_id(other) != setting_id(before) and attack_setting_id(other) != attack_setting_id(before)
 
 
+def test_a_partial_line_made_before_a_knob_resumes_at_its_earlier_value():
+    """An attack interrupted before an upgrade added a knob (at the value that reproduces the code before it)
+    resumes with its finished examples, as its finished record would verify; another value starts over."""
+    before = {"train": {"lr": 0.1}, "attack": {"k": 20}}
+    now = {"train": {"lr": 0.1}, "attack": {"k": 20, "population_size": 0, "population_search": "genetic",
+                                            "generations": 20, "lm_top_k": None}}
+    assert hyperparameters_hash(before) == hyperparameters_hash(now)
+    assert hyperparameters_hash({**now, "attack": {**now["attack"], "population_size": 20}}) != hyperparameters_hash(
+        before)
+
+
 def test_older_format_record_is_redone(settings, tiny_backbone, work):
     first = robench.run(tiny_spec(tiny_backbone), settings, device="cpu")
     path = settings.runs_dir / f"{first.run_id}.json"

@@ -212,8 +212,10 @@ def _differing(recorded: Any, expected: Any) -> list[str]:
 
 
 def hyperparameters_hash(hyperparameters: dict[str, Any]) -> str:
-    """What a partial line carries so that a resume under other hyperparameters is refused."""
-    return content_hash(_as_recorded(hyperparameters), length=16)
+    """What a partial line carries so that a resume under other hyperparameters is refused. A knob added since,
+    at the value that reproduces the code before it (`KNOBS_ADDED_LATER`), is no other hyperparameter, as for
+    a finished record (`_hyperparameter_problem`)."""
+    return content_hash(without_earlier_knobs(_as_recorded(hyperparameters)), length=16)
 
 
 def _as_recorded(hyperparameters: dict[str, Any]) -> dict[str, Any]:
