@@ -4,8 +4,9 @@
         python studies/natural_frontier.py --results-dir RESULTS [--eval-size 100] [--png docs/studies/frontier.png]
 
 Each setting is TextFooler under `budget=natural` with some knobs changed (word cosine, candidates per word, the
-sentence-encoder threshold, the sense threshold, the language model's max drop, the grammar check), run on the
-reference's bert checkpoint (MiniLM, 3,000 SST-2 sentences x 2 epochs, seed 0) on the same SST-2 dev sentences
+sentence-encoder threshold, the sense threshold, the language model's max drop, the grammar check, the search:
+beam, genetic or particle swarm), run on the reference's bert checkpoint (MiniLM, 3,000 SST-2 sentences x 2
+epochs, seed 0) on the same SST-2 dev sentences
 (`--eval-size`, eval seed 0). For each: the success rate (successes / correctly classified), and the predicted
 valid share of its successful examples.
 
@@ -107,6 +108,9 @@ SETTINGS: dict[str, dict] = {
     "cos 0.7, enc 0.90, sense 0.6, LM 0 nats, swarm": {
         "min_cos": 0.7, "encoder_threshold": 0.9, "sense_min_cos": 0.6, "fluency_max_drop": 0.0,
         "population_size": 20, "generations": 10, "population_search": "swarm"},
+    "cos 0.5, enc 0.86, LM only, swarm": {"min_cos": 0.5, "encoder_threshold": 0.86, "sense_min_cos": -1.0,
+                                          "grammar_check": False, "population_size": 20, "generations": 10,
+                                          "population_search": "swarm"},
 }
 
 
@@ -248,28 +252,32 @@ def draw(points: list[tuple[str, float, float]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.6), dpi=110)
-    at: dict[tuple[float, float], list[str]] = {}  # settings that land on one point share one label
-    for name, rate, predicted in points:
-        if predicted == predicted:  # no successes: no predicted share to place
-            at.setdefault((round(predicted * 100, 1), round(rate * 100, 1)), []).append(name)
-    for k, ((x, y), names) in enumerate(sorted(at.items())):
-        search = next((s for s in ("beam 4", "genetic", "swarm") if all(s in n for n in names)), None)
+    fig, ax = plt.subplots(figsize=(10.5, 5.2), dpi=110)
+    fig.subplots_adjust(left=0.07, right=0.58, bottom=0.1, top=0.88)
+    placed = sorted((round(predicted * 100, 1), round(rate * 100, 1), name) for name, rate, predicted in points
+                    if predicted == predicted)  # no successes: no predicted share to place
+    number: dict[tuple[float, float], int] = {}  # settings on one point share its number
+    legend: list[str] = []
+    for x, y, name in sorted(placed, key=lambda p: (-p[1], p[0])):
+        search = next((s for s in ("beam 4", "genetic", "swarm") if s in name), None)
         marker, colour = {"beam 4": ("^", "C3"), "genetic": ("s", "C2"), "swarm": ("D", "C4")}.get(search, ("o", None))
         ax.scatter(x, y, s=30, marker=marker, facecolors="none" if search else None,
                    edgecolors=colour, color=None if search else "C0")
-        below = len(names) > 1 or k % 2  # neighbours' labels alternate above and below their points
-        ax.annotate("\n".join(names), (x, y), fontsize=6, xytext=(5, -3 if below else 3),
-                    textcoords="offset points", va="top" if below else "bottom")
-    ax.set_ylim(-4, max((y for _, y in at), default=0) + 2)  # room below for the labels of the lowest point
+        if (x, y) not in number:
+            number[(x, y)] = len(number) + 1
+            ax.annotate(str(number[(x, y)]), (x, y), fontsize=6, xytext=(4, 3 if number[(x, y)] % 2 else -8),
+                        textcoords="offset points")
+        legend.append(f"{number[(x, y)]:>2}  {name}")
+    fig.text(0.6, 0.88, "\n".join(legend), fontsize=6.5, va="top", family="monospace")
+    at = {(x, y) for x, y, _ in placed}
+    ax.set_ylim(-1, max((y for _, y in at), default=0) + 2)
     ax.set_yticks([t for t in range(0, int(ax.get_ylim()[1]) + 1, 2)])
     ax.axvline(85, color="grey", lw=0.8, ls="--")
     ax.text(85.5, ax.get_ylim()[1] * 0.95, "85%", fontsize=7, color="grey")
     ax.set_xlabel("predicted valid share of successful examples (%)")
     ax.set_ylabel("TextFooler success rate on bert (%)")
-    ax.set_title("natural's knobs: success against predicted validity (SST-2 dev; triangles: beam 4; squares: "
-                 "genetic; diamonds: swarm)", fontsize=9)
-    fig.tight_layout()
+    ax.set_title("natural's knobs: success against predicted validity (SST-2 dev)\n"
+                 "circles: greedy search; triangles: beam 4; squares: genetic; diamonds: swarm", fontsize=9)
     fig.savefig(path)
 
 
