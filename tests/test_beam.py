@@ -45,11 +45,9 @@ def test_the_beam_honours_the_language_model_and_the_word_budget():
     assert one.words_perturbed == 1
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_width_one_makes_the_greedy_choice(seed):
-    """Random two-class problems (word effects, candidate lists, an LM constraint): beam width 1 ends on the
-    text the greedy search ends on, asking the victim no more."""
-    rng = np.random.default_rng(seed)
+def random_problem(rng):
+    """A random two-class problem on "s t u v x y": each word's effect on p(gold), a fake LM, each position's
+    candidate list; returns (lm, options, p_of, candidates)."""
     vocab = [f"w{j}" for j in range(12)]
     effect = {w: float(rng.uniform(-0.05, 0.25)) for w in vocab}
     lm = WordLM({w: float(rng.uniform(-4, 1)) for w in vocab})
@@ -61,6 +59,15 @@ def test_width_one_makes_the_greedy_choice(seed):
     def cands(cur, orig, i):
         return [cur.replace(i, w) for w in options[i] if w != cur.words[i]]
 
+    return lm, options, p_of, cands
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_width_one_makes_the_greedy_choice(seed):
+    """Random two-class problems (word effects, candidate lists, an LM constraint): beam width 1 ends on the
+    text the greedy search ends on, asking the victim no more."""
+    rng = np.random.default_rng(seed)
+    lm, _, p_of, cands = random_problem(rng)
     parts = dict(indices=lambda o: list(range(6)), importance=DELETE, candidates=cands, similarity=None,
                  fluency=Fluency(2.0, lm), max_modification_rate=float(rng.choice([0.3, 0.5, 1.0])))
     greedy, _ = drive(WordSwapSearch(**parts), "s t u v x y", lm, p_of)

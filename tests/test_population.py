@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 from test_attacks import tiny_model  # noqa: F401  (a fixture)
-from test_beam import DELETE, candidates, trap
+from test_beam import DELETE, candidates, random_problem, trap
 from test_fluency import WordLM, drive
 
 from robench.engine.fluency import Fluency
@@ -74,18 +74,7 @@ def test_the_word_budget_holds_and_no_candidates_end_at_once(kind):
 def test_random_problems_end_on_texts_of_passing_swaps(seed, kind):
     """Random two-class problems: every word the result changed is a listed candidate whose text the LM passed,
     and the result scores at least as well as the original."""
-    rng = np.random.default_rng(seed)
-    vocab = [f"w{j}" for j in range(12)]
-    effect = {w: float(rng.uniform(-0.05, 0.25)) for w in vocab}
-    lm = WordLM({w: float(rng.uniform(-4, 1)) for w in vocab})
-    options = {i: list(rng.choice(vocab, size=int(rng.integers(0, 5)), replace=False)) for i in range(6)}
-
-    def p_of(text):
-        return float(np.clip(0.95 - sum(effect.get(w, 0.0) for w in text.split()), 0.01, 0.99))
-
-    def cands(cur, orig, i):
-        return [cur.replace(i, w) for w in options[i] if w != cur.words[i]]
-
+    lm, options, p_of, cands = random_problem(np.random.default_rng(seed))
     search = SEARCHES[kind](lambda o: list(range(6)), DELETE, cands, None, fluency=Fluency(2.0, lm),
                             population_size=6, generations=5)
     out, _ = drive(search, "s t u v x y", lm, p_of)
