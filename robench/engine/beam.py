@@ -34,7 +34,7 @@ import numpy as np
 from robench.classifier.victim import QueryBudgetExceeded, Text
 from robench.engine.budgets import max_changed_words
 from robench.engine.scheduler import Outcome, Request, Search
-from robench.engine.search import NO_THRESHOLD, WordSwapSearch, similarities
+from robench.engine.search import WordSwapSearch
 from robench.engine.words import Words
 
 
@@ -86,7 +86,7 @@ class BeamWordSwapSearch(WordSwapSearch):
         floor = sorted((k.score for k in beam), reverse=True)[self.width - 1] if len(beam) >= self.width else -np.inf
         flipping = [j for j in order if flips[j]]
         sims = yield from self._passing(extensions, flipping, original, i)
-        passed = [j for j in flipping if sims[j] >= self._threshold]
+        passed = [j for j in flipping if sims[j] >= self.threshold]
         if passed:
             j = max(passed, key=lambda j: sims[j])  # the most similar label change (first on ties)
             return beam, Kept(extensions[j][1], probs[j], float(scores[j]))
@@ -96,15 +96,11 @@ class BeamWordSwapSearch(WordSwapSearch):
         while rest and len(kept) < self.width:
             ask, rest = rest[:chunk], rest[chunk:]
             sims = yield from self._passing(extensions, ask, original, i)
-            kept += [j for j in ask if sims[j] >= self._threshold][: self.width - len(kept)]
+            kept += [j for j in ask if sims[j] >= self.threshold][: self.width - len(kept)]
             chunk *= 2
         pool = beam + [Kept(extensions[j][1], probs[j], float(scores[j])) for j in kept]
         best_of = {k.words.words: k for k in sorted(pool, key=lambda k: k.score)}  # each text once, at its best
         return sorted(best_of.values(), key=lambda k: -k.score)[: self.width], None
-
-    @property
-    def _threshold(self) -> float:
-        return self.similarity.threshold if self.similarity else NO_THRESHOLD
 
     def _passing(self, extensions: list[tuple[Kept, Words]], ask: list[int], original: Words, i: int
                  ) -> Generator[Request, Any, dict[int, float]]:
@@ -115,9 +111,6 @@ class BeamWordSwapSearch(WordSwapSearch):
             by_parent.setdefault(id(extensions[j][0]), []).append(j)
         for group in by_parent.values():
             parent = extensions[group[0]][0].words
-            options = [extensions[j][1] for j in group]
-            pairs = [self.similarity.pair(parent, original, o, i) if self.similarity else None for o in options]
-            sims = yield from similarities(self.similarity, pairs)
-            sims = yield from self._final(parent, original, options, sims, self._threshold)
+            sims = yield from self._checked(parent, original, [extensions[j][1] for j in group], i)
             out.update(zip(group, (float(s) for s in sims)))
         return out

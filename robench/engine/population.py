@@ -52,7 +52,7 @@ from robench.classifier.victim import QueryBudgetExceeded, Text
 from robench.engine.beam import Kept
 from robench.engine.budgets import max_changed_words
 from robench.engine.scheduler import Outcome, Request, Search
-from robench.engine.search import NO_THRESHOLD, WordSwapSearch, similarities
+from robench.engine.search import WordSwapSearch
 from robench.engine.words import Words
 
 
@@ -113,13 +113,13 @@ class GeneticWordSwapSearch(WordSwapSearch):
     def _evolve(self, population: list[Kept], original: Words, label: int, weights: np.ndarray,
                 rng: np.random.Generator) -> Generator[Request, Any, None]:
         """The generations: the fittest text kept, each other child a crossover of two parents, perturbed."""
+        half = np.full(len(original.words), 0.5)  # uniform crossover
         for _ in range(self.generations):
             scores = np.array([k.score for k in population])
             draw = np.exp((scores - scores.max()) / self.temperature)
             children = [max(population, key=lambda k: k.score)]
             for _ in range(len(population) - 1):
                 first, second = rng.choice(len(population), size=2, p=draw / draw.sum())
-                half = np.full(len(original.words), 0.5)
                 child = yield from self._mix(population[first], population[second], half, original, label, rng)
                 children.append((yield from self._perturb(child, original, label, weights, rng)))
             population = children
@@ -143,11 +143,7 @@ class GeneticWordSwapSearch(WordSwapSearch):
 
     def _passes(self, current: Words, original: Words, option: Words, i: int) -> Generator[Request, Any, bool]:
         """Whether the swap `current` -> `option` at word i passes the encoder and every later constraint."""
-        threshold = self.similarity.threshold if self.similarity else NO_THRESHOLD
-        pair = [self.similarity.pair(current, original, option, i) if self.similarity else None]
-        sims = yield from similarities(self.similarity, pair)
-        sims = yield from self._final(current, original, [option], sims, threshold)
-        return bool(sims[0] >= threshold)
+        return bool((yield from self._checked(current, original, [option], i))[0] >= self.threshold)
 
     def _perturb(self, member: Kept, original: Words, label: int, weights: np.ndarray, rng: np.random.Generator
                  ) -> Generator[Request, Any, Kept]:

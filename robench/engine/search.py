@@ -227,10 +227,22 @@ class WordSwapSearch:
             return Outcome(current.text, probs, current.diff(original), str(exc))
         return Outcome(current.text, probs, current.diff(original))
 
+    @property
+    def threshold(self) -> float:
+        """The similarity a candidate must reach (-inf, a rejection by a later constraint, never does)."""
+        return self.similarity.threshold if self.similarity else NO_THRESHOLD
+
+    def _checked(self, current: Words, original: Words, options: list[Words], i: int
+                 ) -> Generator[Request, Any, np.ndarray]:
+        """The similarity of each option (a swap at word i of `current`), -inf where a later constraint rejects it:
+        the sentence encoder, then `_final`'s deferred checks and language model."""
+        pairs = [self.similarity.pair(current, original, o, i) if self.similarity else None for o in options]
+        sims = yield from similarities(self.similarity, pairs)
+        return (yield from self._final(current, original, options, sims, self.threshold))
+
     def _pick(self, options: list[Words], current: Words, original: Words, i: int, label: int,
               score: float) -> Generator[Request, Any, tuple[Words, np.ndarray] | None]:
-        pairs = [self.similarity.pair(current, original, o, i) if self.similarity else None for o in options]
-        threshold = self.similarity.threshold if self.similarity else NO_THRESHOLD  # -inf (rejected) fails it
+        threshold = self.threshold
         if self.lazy:
             probs = yield Request("predict", [o.text for o in options])
             scores, flips = self.goal.scores(probs, label), self.goal.reached(probs, label)
@@ -238,14 +250,11 @@ class WordSwapSearch:
             try:
                 want = next(select)
                 while True:
-                    sims = yield from similarities(self.similarity, [pairs[j] for j in want])
-                    sims = yield from self._final(current, original, [options[j] for j in want], sims, threshold)
-                    want = select.send(sims)
+                    want = select.send((yield from self._checked(current, original, [options[j] for j in want], i)))
             except StopIteration as stop:
                 choice = stop.value
             return None if choice is None else (options[choice], probs[choice])
-        sims = yield from similarities(self.similarity, pairs)
-        sims = yield from self._final(current, original, options, sims, threshold)
+        sims = yield from self._checked(current, original, options, i)
         keep = [j for j in range(len(options)) if sims[j] >= threshold]
         if not keep:
             return None
