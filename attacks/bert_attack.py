@@ -99,6 +99,7 @@ from robench.attacks.common import (
     describe_stopwords,
     info_of,
     load_fluency,
+    load_wordnet_pos,
     search_knobs,
     setting_constraints,
     validate_encoder_params,
@@ -208,7 +209,7 @@ def load_resources(params: BertAttackParams, settings: Settings, device) -> Bert
                                lexicon(settings) if params.filter_antonyms else None,
                                resources.synonym_table(settings, "lexicon") if needs_table else None,
                                resources.pos_tagger(settings) if params.valid_synonyms else None,
-                               WordNetPos(lexicon(settings).wordnet) if params.valid_synonyms else None,
+                               load_wordnet_pos(settings) if params.valid_synonyms else None,
                                load_natural(settings, device) if budget_setting(params.budget).natural_filters
                                else None, load_fluency(params, settings, device))
 

@@ -15,9 +15,17 @@ from typing import Any, Protocol
 from robench.core.params import bounded
 from robench.engine import resources
 from robench.engine.budgets import budget_setting
-from robench.engine.constraints import Constraint, IndexConstraint, MaxWordsPerturbed, Similarity, WordCosine
+from robench.engine.constraints import (
+    Constraint,
+    IndexConstraint,
+    MaxWordsPerturbed,
+    Similarity,
+    WordCosine,
+    WordNetPos,
+)
 from robench.engine.fluency import Fluency
 from robench.engine.resources.causal_lm import check_lm, language_model
+from robench.engine.resources.lexicon import CachedWordNet, lexicon
 
 
 class EncoderParams(Protocol):
@@ -175,3 +183,12 @@ def describe_fluency(fluency: Fluency | None) -> dict[str, Any] | None:
     if fluency.each_swap:
         rule += ", and the same against the text before each swap"
     return {"rule": rule, "max_drop": fluency.max_drop, "language_model": fluency.lm.source.describe()}
+
+
+def load_wordnet_pos(settings: Any) -> WordNetPos:
+    """The WordNet part-of-speech check over the lexicon's WordNet, its reader loaded now (NLTK's takes seconds,
+    under its own phase line): a resource's one-off cost, not the first example's candidate generation."""
+    wordnet = lexicon(settings).wordnet
+    if isinstance(wordnet, CachedWordNet):  # a lexicon cut's WordNet is a table, read when the cut loads
+        wordnet.load()
+    return WordNetPos(wordnet)

@@ -114,6 +114,7 @@ from robench.attacks.common import (
     describe_stopwords,
     info_of,
     load_fluency,
+    load_wordnet_pos,
     search_knobs,
     setting_constraints,
     validate_encoder_params,
@@ -145,7 +146,7 @@ from robench.engine.natural import (
 from robench.engine.natural import describe as describe_natural
 from robench.engine.recipe import Composition, Greedy, SynonymSwap, WordSwapRecipe
 from robench.engine.resources.context import context_similarity
-from robench.engine.resources.lexicon import lexicon, lexicon_inputs
+from robench.engine.resources.lexicon import lexicon_inputs
 from robench.engine.search import Importance
 
 # The paper's own values (TextAttack's textfooler_jin_2019), the `paper` budget setting.
@@ -227,7 +228,7 @@ def load_resources(params: TextFoolerParams, settings: Settings, device) -> Text
     return TextFoolerResources(resources.stopwords(settings), resources.pos_tagger(settings),
                                resources.synonym_table(settings, source=params.synonym_source),
                                resources.sentence_encoder(settings, device, params.sentence_encoder),
-                               WordNetPos(lexicon(settings).wordnet) if params.wordnet_pos else None,
+                               load_wordnet_pos(settings) if params.wordnet_pos else None,
                                None if params.min_context_cos is None else context_similarity(settings, device),
                                load_natural(settings, device) if budget_setting(params.budget).natural_filters
                                else None, load_fluency(params, settings, device))

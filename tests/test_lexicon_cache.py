@@ -49,3 +49,26 @@ def settings(tmp_path, shared_data):
     from robench.core.paths import resolve_settings
 
     return resolve_settings(shared_data, tmp_path / "cache", tmp_path / "results")
+
+
+def test_an_attack_loads_wordnet_with_its_resources_once_not_in_its_first_example(settings, monkeypatch):
+    """`load_wordnet_pos` (the recipes' resource loader) loads NLTK's reader before the attack, so the first
+    example's candidate generation does not pay for it (the bench's warm-up then covers it too); a lexicon cut's
+    WordNet has no reader to load."""
+    from types import SimpleNamespace
+
+    from robench.attacks import common
+    from robench.engine.resources import lexicon as lexicon_module
+
+    loads = []
+    reader = SimpleNamespace(synsets=lambda word, pos=None: [SimpleNamespace(pos=lambda: "n")])
+    monkeypatch.setattr(lexicon_module, "wordnet_reader", lambda s: loads.append(s) or reader)
+    wordnet = lexicon_module.CachedWordNet({"exceptions": {}, "lemma_pos": {}}, settings)
+    monkeypatch.setattr(common, "lexicon", lambda s: SimpleNamespace(wordnet=wordnet))
+    senses = common.load_wordnet_pos(settings)
+    assert len(loads) == 1
+    assert senses("NOUN", "film") and not senses("VERB", "film") and len(loads) == 1
+
+    cut = SimpleNamespace(synsets=lambda word, pos=None: [])  # not a CachedWordNet: nothing is loaded or asked
+    monkeypatch.setattr(common, "lexicon", lambda s: SimpleNamespace(wordnet=cut))
+    assert common.load_wordnet_pos(settings).wordnet is cut

@@ -179,6 +179,11 @@ class CachedWordNet:
     def synsets(self, word: str, pos: str | None = None) -> list:
         return self.reader.synsets(word, pos=pos)
 
+    def load(self) -> None:
+        """NLTK's reader loaded now rather than at the first `synsets` call (an attack loads it with its other
+        resources, so the first example's candidate generation does not pay for it)."""
+        _ = self.reader
+
 
 def _morphology(wn) -> dict[str, Any]:
     """What `CachedWordNet._morphy` needs of the loaded reader: its exception lists and its lemma index."""
