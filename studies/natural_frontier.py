@@ -22,7 +22,7 @@ successes:
 Its 10-fold cross-validated AUC and its calibration (predicted against read valid share, by fifths) are printed,
 so the predictions say how far to trust them. The first readings were made under the old `natural` (no language
 model); the third is of swaps the language model chose (cos 0.7, enc 0.90, sense 0.6, LM 0 nats; all three
-attacks), which the judge fitted without it over-predicted (69% against 46-56% read). That setting's own
+attacks), which the judge fitted without it over-predicted (69% against 46-69% read). That setting's own
 successes on these sentences are among the read pairs, so its row is predicted in sample (4 of the pairs).
 
 Prints Markdown (the judge, then one row per setting); `--png` draws success rate against predicted validity.
