@@ -1,8 +1,12 @@
-"""Two ways to make the fluency language model cheaper, measured on the read pairs (issue 57, item 7;
+"""Three ways to make the fluency language model cheaper, measured on the read pairs (issue 57, item 7;
 docs/studies/natural.md, "Cost"): what each saves, and what it does to the score the constraint reads.
 
     ROBENCH_DATA_DIR=/path/to/shared/data python studies/lm_speedups.py
 
+* **the vocabulary projection over the scored tokens only, and short passes on a CPU** (both adopted:
+  `causal_lm._token_log_probs`, `causal_lm.CPU_BATCH_TOKENS`): timed, alternately, against the model's full logits
+  (`causal_lm.PLAIN_HEADS` emptied) in passes of 4,096 tokens, on the same texts in calls of 2 and of 144 texts,
+  with the largest change of a score and the logits' size per pass;
 * **bfloat16 weights**: the model cast to bfloat16, timed against float32 on the same texts, alternately; the
   AUC of each against the readers' "fluent", how far the scores move, and how many pairs change side of 0 nats
   (the read setting's bar);
@@ -20,6 +24,7 @@ import numpy as np
 from lm_fluency import auc_interval, read_pairs, roc_auc
 
 from robench.core.paths import resolve_settings
+from robench.engine.resources import causal_lm
 from robench.engine.resources.causal_lm import LanguageModel, language_model, sequence_log_probs
 
 
@@ -34,6 +39,26 @@ def common_suffix(a: list[int], b: list[int]) -> int:
     while n < min(len(a), len(b)) - 1 and a[-1 - n] == b[-1 - n]:
         n += 1
     return n
+
+
+def scorer_passes(lm: LanguageModel, texts: list[tuple[str, str]]) -> None:
+    """The vocabulary projection (full logits or the scored tokens' slices) and, on a CPU, the tokens per pass."""
+    flat = [t for pair in texts for t in pair][:144]
+    plain, cpu_pass, scores = causal_lm.PLAIN_HEADS, causal_lm.CPU_BATCH_TOKENS, {}
+    trials = {"full logits": ((), causal_lm.BATCH_TOKENS), "sliced": (plain, causal_lm.BATCH_TOKENS),
+              f"sliced, passes of {cpu_pass} tokens": (plain, cpu_pass)}
+    for size in (2, len(flat)):
+        for name, (heads, tokens) in [*trials.items()] * 2:
+            causal_lm.PLAIN_HEADS, causal_lm.CPU_BATCH_TOKENS = heads, tokens
+            start = time.perf_counter()
+            scores[name] = [x for k in range(0, len(flat), size) for x in lm.log_probs(flat[k:k + size])]
+            print(f"calls of {size} texts, {name}: {len(flat) / (time.perf_counter() - start):.2f} texts/s")
+        change = max(abs(a - b) for name in trials for a, b in zip(scores[name], scores["full logits"]))
+        print(f"  largest score change: {change:.1e}")
+    causal_lm.PLAIN_HEADS, causal_lm.CPU_BATCH_TOKENS = plain, cpu_pass
+    vocab = lm.model.get_output_embeddings().out_features
+    print(f"logits of a {causal_lm.BATCH_TOKENS}-token pass: {causal_lm.BATCH_TOKENS * vocab * 4 / 1e6:.0f} MB "
+          f"full, {causal_lm.HEAD_ROWS * vocab * 4 / 1e6:.0f} MB a slice (float32, before the softmax's copy)")
 
 
 def bfloat16(lm: LanguageModel, texts: list[tuple[str, str]], fluent: np.ndarray) -> None:
@@ -75,6 +100,7 @@ def main() -> None:
     pairs = read_pairs()
     fluent = np.array([reading.fluent for _, reading in pairs])
     texts = [(reading.original_text, reading.perturbed_text) for _, reading in pairs]
+    scorer_passes(lm, texts)
     bfloat16(lm, texts, fluent)
     windows(lm, texts, fluent)
 

@@ -26,10 +26,19 @@ def test_detokenize_joins_what_the_corpora_split():
     assert detokenize("  ") == ""
 
 
-def test_shared_prefix_scoring_equals_one_text_at_a_time(settings):
-    """Grouped texts (shared prefixes, different lengths, singletons, an empty text) score as each alone."""
+@pytest.mark.parametrize("head", ["sliced", "sliced in threes", "full logits"])
+def test_shared_prefix_scoring_equals_one_text_at_a_time(settings, monkeypatch, head):
+    """Grouped texts (shared prefixes, different lengths, singletons, an empty text) score as each alone, and as
+    the model's own logits say: the vocabulary projection over the scored tokens only, a slice at a time, or (a
+    model type whose logits are not a plain projection) the full logits."""
     import torch
 
+    from robench.engine.resources import causal_lm
+
+    if head == "sliced in threes":
+        monkeypatch.setattr(causal_lm, "HEAD_ROWS", 3)
+    if head == "full logits":
+        monkeypatch.setattr(causal_lm, "PLAIN_HEADS", ())
     lm = language_model(settings)
     rng = np.random.default_rng(0)
     base = [int(x) for x in rng.integers(1000, 2000, 12)]
