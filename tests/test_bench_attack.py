@@ -208,3 +208,11 @@ def test_cut_batches_is_the_least_padding_plus_overhead():
         assert cost == pytest.approx(_brute_force(lengths, max_size, overhead))
     assert cut_batches([5] * 10, 4, 64) == [(0, 2), (2, 6), (6, 10)]  # equal lengths: the fewest batches
     assert cut_batches([], 4, 64) == []
+
+
+def test_bench_attack_under_the_fluency_constraint_prints_its_own_target(tmp_path, tiny_data, tiny_backbone, capsys):
+    """With the language model's constraint (budget=natural's), the fraction's target is issue 57's 50%."""
+    _bench(tmp_path, tiny_data, tiny_backbone, "--attack", "gradient-swap", "--synonym-source", "neighbors",
+           "--robench-param", "fluency_max_drop=1.5")
+    metrics = _table(tmp_path / "res" / "bench" / "attack-gradient-swap-sst2-3.csv")
+    assert metrics["  fraction of the raw rate (target: 50%, the language model included)"][0].endswith("%")

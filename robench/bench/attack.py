@@ -211,6 +211,13 @@ def replay_forwards(victim: Any) -> tuple[float, float]:
     return seconds[0], seconds[1]
 
 
+def raw_rate_target(side: Side) -> str:
+    """The target for the fraction of the raw rate: 85% (docs/studies/attacks.md), or 50% where the language
+    model's fluency constraint runs too (issue 57, item 7: `budget=natural`)."""
+    fluency = (side.record.hyperparameters.get("attack") or {}).get("fluency_max_drop")
+    return "85%" if fluency is None else "50%, the language model included"
+
+
 def compare(sides: list[Side]) -> list[list[str]]:
     """One row per metric, one column per side; ratios and agreement are relative to the first (robench)."""
     ours = sides[0]
@@ -242,7 +249,7 @@ def compare(sides: list[Side]) -> list[list[str]]:
         ["attack forwards per second"] + [f"{s.forwards / s.seconds:.1f}" if s.seconds else "-" for s in sides],
         ["raw forward rate, same inputs, at the attack's load (per second)"] + [
             "-" if s.raw_rate is None else f"{s.raw_rate:.1f}" for s in sides],
-        ["  fraction of the raw rate (target: 85%)"] + [pct(s.fraction) for s in sides],
+        [f"  fraction of the raw rate (target: {raw_rate_target(ours)})"] + [pct(s.fraction) for s in sides],
         ["    = victim forward share of the attack stage"] + [pct(s.model_share) for s in sides],
         ["    x batch efficiency (raw sorted pass / the attack's batches)"] + [
             pct(s.batch_efficiency) for s in sides],
