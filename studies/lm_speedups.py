@@ -3,10 +3,10 @@ docs/studies/natural.md, "Cost"): what each saves, and what it does to the score
 
     ROBENCH_DATA_DIR=/path/to/shared/data python studies/lm_speedups.py
 
-* **the vocabulary projection over the scored tokens only, and short passes on a CPU** (both adopted:
+* **the vocabulary projection over the scored tokens only, and short passes on one CPU thread** (both adopted:
   `causal_lm._token_log_probs`, `causal_lm.CPU_BATCH_TOKENS`): timed, alternately, against the model's full logits
-  (`causal_lm.PLAIN_HEADS` emptied) in passes of 4,096 tokens, on the same texts in calls of 2 and of 144 texts,
-  with the largest change of a score and the logits' size per pass;
+  (`causal_lm.PLAIN_HEADS` emptied) in passes of 4,096 tokens, on one and on two threads, scoring 144 texts in one
+  call, with the largest change of a score and the logits' size per pass;
 * **bfloat16 weights**: the model cast to bfloat16, timed against float32 on the same texts, alternately; the
   AUC of each against the readers' "fluent", how far the scores move, and how many pairs change side of 0 nats
   (the read setting's bar);
@@ -42,23 +42,28 @@ def common_suffix(a: list[int], b: list[int]) -> int:
 
 
 def scorer_passes(lm: LanguageModel, texts: list[tuple[str, str]]) -> None:
-    """The vocabulary projection (full logits or the scored tokens' slices) and, on a CPU, the tokens per pass."""
+    """The vocabulary projection (full logits or the scored tokens' slices) and the tokens per pass, on one and on
+    two CPU threads, for a call of 144 texts (the search's calls of a few texts are one short pass either way)."""
+    import torch
+
     flat = [t for pair in texts for t in pair][:144]
-    plain, cpu_pass, scores = causal_lm.PLAIN_HEADS, causal_lm.CPU_BATCH_TOKENS, {}
-    trials = {"full logits": ((), causal_lm.BATCH_TOKENS), "sliced": (plain, causal_lm.BATCH_TOKENS),
-              f"sliced, passes of {cpu_pass} tokens": (plain, cpu_pass)}
-    for size in (2, len(flat)):
+    saved = causal_lm.PLAIN_HEADS, causal_lm.BATCH_TOKENS, causal_lm.CPU_BATCH_TOKENS, torch.get_num_threads()
+    trials = {"full logits, 4096-token passes": ((), 4096), "sliced, 4096-token passes": (saved[0], 4096),
+              "sliced, 512-token passes": (saved[0], 512)}
+    scores = {}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
         for name, (heads, tokens) in [*trials.items()] * 2:
-            causal_lm.PLAIN_HEADS, causal_lm.CPU_BATCH_TOKENS = heads, tokens
+            causal_lm.PLAIN_HEADS, causal_lm.BATCH_TOKENS, causal_lm.CPU_BATCH_TOKENS = heads, tokens, tokens
             start = time.perf_counter()
-            scores[name] = [x for k in range(0, len(flat), size) for x in lm.log_probs(flat[k:k + size])]
-            print(f"calls of {size} texts, {name}: {len(flat) / (time.perf_counter() - start):.2f} texts/s")
-        change = max(abs(a - b) for name in trials for a, b in zip(scores[name], scores["full logits"]))
-        print(f"  largest score change: {change:.1e}")
-    causal_lm.PLAIN_HEADS, causal_lm.CPU_BATCH_TOKENS = plain, cpu_pass
+            scores[name] = lm.log_probs(flat)
+            print(f"{threads} thread(s), {name}: {len(flat) / (time.perf_counter() - start):.2f} texts/s")
+    causal_lm.PLAIN_HEADS, causal_lm.BATCH_TOKENS, causal_lm.CPU_BATCH_TOKENS = saved[:3]
+    torch.set_num_threads(saved[3])
+    change = max(abs(a - b) for name in trials for a, b in zip(scores[name], scores["full logits, 4096-token passes"]))
     vocab = lm.model.get_output_embeddings().out_features
-    print(f"logits of a {causal_lm.BATCH_TOKENS}-token pass: {causal_lm.BATCH_TOKENS * vocab * 4 / 1e6:.0f} MB "
-          f"full, {causal_lm.HEAD_ROWS * vocab * 4 / 1e6:.0f} MB a slice (float32, before the softmax's copy)")
+    print(f"largest score change: {change:.1e}; logits of a 4096-token pass: {4096 * vocab * 4 / 1e6:.0f} MB full, "
+          f"{causal_lm.HEAD_ROWS * vocab * 4 / 1e6:.0f} MB a slice (float32, before the softmax's copy)")
 
 
 def bfloat16(lm: LanguageModel, texts: list[tuple[str, str]], fluent: np.ndarray) -> None:

