@@ -65,7 +65,8 @@ check: setup
 # (tests/test_reference_leaderboard.py checks them byte for byte): per protocol the leaderboard (csv, md; the html
 # page and its run pages, not committed) and compare.txt; the claims' verdicts (results/reference/claims.{md,json});
 # the replicated control's registered result (results/control-replication/confirmatory.{md,json},
-# tests/test_doc_figures.py); the measured cost (cost.md); the README's results table. The scripts are in studies/.
+# tests/test_doc_figures.py); the measured cost (cost.md); the natural settings' cost, readings and controls
+# (results/natural*); the README's results table. The scripts are in studies/.
 REFERENCES := reference reference-lowres reference-qnli
 reference: | setup
 	$(BIN)/python studies/claims.py >/dev/null  # first: compare and the leaderboards show the claims as published
@@ -81,6 +82,7 @@ reference: | setup
 	$(BIN)/python studies/natural_reading.py results/natural-lm-reading >/dev/null
 	$(BIN)/python studies/natural_reading_control.py >/dev/null
 	$(BIN)/robench compare --results-dir results/natural --baseline bert > results/natural/compare.txt
+	$(BIN)/python studies/natural_lm_control.py >/dev/null
 	$(BIN)/python studies/readme_results.py
 
 # The CLI reference (docs/guide/cli.md, cli-more.md, cli-bench.md), from the argument parser (tests/test_cli_markdown.py checks it).

@@ -195,16 +195,26 @@ def test_the_reader_control_of_the_language_models_reading_regenerates(tmp_path)
     assert (tmp_path / "control.md").read_bytes() == (RESULTS / "natural-lm-reading" / "control.md").read_bytes()
 
 
-def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, capsys, monkeypatch, cache):
-    """results/natural/compare.txt (the positive control under the natural setting) byte for byte."""
+@pytest.mark.parametrize("study", ["natural"])
+def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, capsys, monkeypatch, cache, study):
+    """results/<study>/compare.txt (the positive control under the natural setting, and under issue 57's read
+    setting) byte for byte."""
     from robench.cli import main
 
     monkeypatch.setenv("ROBENCH_CACHE_DIR", str(cache))
     for packed in (RECORDS, EXAMPLES):
-        shutil.copy(RESULTS / "natural" / packed, tmp_path / packed)
+        shutil.copy(RESULTS / study / packed, tmp_path / packed)
     capsys.readouterr()
     main(["compare", "--baseline", "bert", "--results-dir", str(tmp_path)])
-    assert capsys.readouterr().out == (RESULTS / "natural" / "compare.txt").read_text(encoding="utf-8")
+    assert capsys.readouterr().out == (RESULTS / study / "compare.txt").read_text(encoding="utf-8")
+
+
+def test_textfoolers_success_on_five_seeds_under_the_read_setting_regenerates(tmp_path):
+    """results/natural-lm-control/success.md (TextFooler's success rate per seed on bert and a2t, issue 57's read
+    setting) is what studies/natural_lm_control.py writes from the packed records."""
+    _study("natural_lm_control").main(tmp_path)
+    success = (RESULTS / "natural-lm-control" / "success.md").read_bytes()
+    assert (tmp_path / "success.md").read_bytes() == success
 
 
 _study = load_study
