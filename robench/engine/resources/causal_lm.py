@@ -189,26 +189,27 @@ def _score_groups(model: Any, groups: list[list[int]], sequences: Sequence[Seque
     [L-1, n) on them (scoring tokens L..n-1). A group of one runs whole in the second pass."""
     import torch
 
+    device = next(model.parameters()).device
     prefix = [max(_common_all([sequences[j] for j in g]) - 1, 0) if len(g) > 1 else 0 for g in groups]
-    owner = torch.tensor([k for k, g in enumerate(groups) for _ in g])
-    starts = torch.tensor([prefix[k] for k, g in enumerate(groups) for _ in g])
-    scores = torch.zeros(len(owner))
+    owner = torch.tensor([k for k, g in enumerate(groups) for _ in g], device=device)
+    starts = torch.tensor([prefix[k] for k, g in enumerate(groups) for _ in g], device=device)
+    scores = torch.zeros(len(owner), device=device)
     past, width = None, max(prefix)
     if width > 0:
-        ids, mask = _padded([sequences[g[0]][:p] for g, p in zip(groups, prefix)], width)
-        targets, _ = _padded([sequences[g[0]][1:p + 1] for g, p in zip(groups, prefix)], width)
+        ids, mask = _padded([sequences[g[0]][:p] for g, p in zip(groups, prefix)], width, device)
+        targets, _ = _padded([sequences[g[0]][1:p + 1] for g, p in zip(groups, prefix)], width, device)
         result = _forward(model, input_ids=ids, attention_mask=mask, use_cache=True)
         scores += _token_log_probs(model, result, targets, mask)[owner]
         past = result.past_key_values
         past.batch_select_indices(owner)
     rests = [sequences[j][p:] for g, p in zip(groups, prefix) for j in g]
-    ids, mask = _padded(rests, max(len(r) for r in rests))
-    targets, target_mask = _padded([r[1:] for r in rests], ids.shape[1])
+    ids, mask = _padded(rests, max(len(r) for r in rests), device)
+    targets, target_mask = _padded([r[1:] for r in rests], ids.shape[1], device)
     if past is None:
         result = _forward(model, input_ids=ids, attention_mask=mask)
     else:
-        full_mask = torch.cat([(torch.arange(width)[None, :] < starts[:, None]).long(), mask], dim=1)
-        positions = starts[:, None] + torch.arange(ids.shape[1])[None, :]
+        full_mask = torch.cat([(torch.arange(width, device=device)[None, :] < starts[:, None]).long(), mask], dim=1)
+        positions = starts[:, None] + torch.arange(ids.shape[1], device=device)[None, :]
         result = _forward(model, input_ids=ids, attention_mask=full_mask, position_ids=positions, past_key_values=past)
     scores += _token_log_probs(model, result, targets, target_mask)
     return scores.tolist()
@@ -219,8 +220,8 @@ def _common_all(seqs: list[Sequence[int]]) -> int:
     return min(min(_common(seqs[0], s) for s in seqs[1:]), min(len(s) for s in seqs) - 1)
 
 
-def _padded(seqs: Sequence[Sequence[int]], width: int) -> tuple[Any, Any]:
-    """Right-padded ids and their mask, `width` columns."""
+def _padded(seqs: Sequence[Sequence[int]], width: int, device: Any) -> tuple[Any, Any]:
+    """Right-padded ids and their mask, `width` columns, on `device` (the model's)."""
     import torch
 
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
@@ -228,7 +229,7 @@ def _padded(seqs: Sequence[Sequence[int]], width: int) -> tuple[Any, Any]:
     for row, seq in enumerate(seqs):
         ids[row, :len(seq)] = torch.tensor(list(seq), dtype=torch.long)
         mask[row, :len(seq)] = 1
-    return ids, mask
+    return ids.to(device), mask.to(device)
 
 
 def _plain_head(model: Any) -> bool:
@@ -251,13 +252,13 @@ def _token_log_probs(model: Any, result: Any, targets: Any, mask: Any) -> Any:
         return (logp * mask).sum(dim=1)
     scored = mask.bool()
     hidden, wanted = result.last_hidden_state[scored], targets[scored]
-    values = torch.empty(len(wanted))
+    values = torch.empty(len(wanted), device=hidden.device)
     head = model.get_output_embeddings()
     for start in range(0, len(wanted), HEAD_ROWS):
         logits = head(hidden[start:start + HEAD_ROWS]).float()
         picked = logits.gather(-1, wanted[start:start + HEAD_ROWS, None])[:, 0]
         values[start:start + HEAD_ROWS] = picked - torch.logsumexp(logits, dim=-1)
-    per_token = torch.zeros(mask.shape)
+    per_token = torch.zeros(mask.shape, device=hidden.device)
     per_token[scored] = values
     return per_token.sum(dim=1)
 
