@@ -81,7 +81,9 @@ reference: | setup
 	$(BIN)/python studies/natural_reading.py >/dev/null
 	$(BIN)/python studies/natural_reading.py results/natural-lm-reading >/dev/null
 	$(BIN)/python studies/natural_reading_control.py >/dev/null
-	$(BIN)/robench compare --results-dir results/natural --baseline bert > results/natural/compare.txt
+	for name in natural natural-lm-control; do \
+	  $(BIN)/robench compare --results-dir results/$$name --baseline bert > results/$$name/compare.txt || exit 1; \
+	done
 	$(BIN)/python studies/natural_lm_control.py >/dev/null
 	$(BIN)/python studies/readme_results.py
 

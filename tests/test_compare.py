@@ -211,3 +211,13 @@ def test_explicit_defaults_and_an_unused_eval_seed_give_the_default_run_id(setti
     assert run_id(model_params={"im_gamma": 0.02}) != run_id()
     assert run_id(eval_seed=3) == run_id()  # eval_size None: the whole split, whatever the eval seed
     assert run_id(eval_size=8, eval_seed=3) != run_id(eval_size=8)
+
+
+def test_the_family_note_names_a_lone_comparison_as_unadjusted(tmp_path):
+    """A family of one is "1 comparison" whose Holm p is its p; a larger one is "Holm-adjusted together"."""
+    from robench.cli.compare import family_note
+
+    found = _planted(tmp_path, worse_by=40)
+    assert family_note(list(found.values())).startswith("family exploratory: 2 comparisons, Holm-adjusted together")
+    alone = dataclasses.replace(found["imbert"], family=1)
+    assert family_note([alone]).startswith("family exploratory: 1 comparison, no adjustment (p = Holm p)\n")

@@ -195,7 +195,7 @@ def test_the_reader_control_of_the_language_models_reading_regenerates(tmp_path)
     assert (tmp_path / "control.md").read_bytes() == (RESULTS / "natural-lm-reading" / "control.md").read_bytes()
 
 
-@pytest.mark.parametrize("study", ["natural"])
+@pytest.mark.parametrize("study", ["natural", "natural-lm-control"])
 def test_the_natural_settings_comparison_regenerates_from_its_records(tmp_path, capsys, monkeypatch, cache, study):
     """results/<study>/compare.txt (the positive control under the natural setting, and under issue 57's read
     setting) byte for byte."""

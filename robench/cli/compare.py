@@ -94,7 +94,8 @@ def family_note(found) -> str:
     sizes = dict.fromkeys(sorted({c.family_name for c in found}, key=lambda n: (n != "exploratory", n)))
     for c in found:
         sizes[c.family_name] = c.family
-    lines = [f"family {name}: {size} comparisons, {what.get(name, 'Holm-adjusted together')}"
+    lines = [f"family {name}: {size} comparison{'s' * (size != 1)}, "
+             f"{what.get(name, 'Holm-adjusted together' if size != 1 else 'no adjustment (p = Holm p)')}"
              for name, size in sizes.items()]
     return "\n".join(lines + ["one without a p-value counts with p = 1; p-values are deterministic quadratures, so "
                               "they carry no Monte-Carlo error and no verdict depends on a random seed"])
