@@ -112,6 +112,14 @@ def test_older_format_records_are_skipped_and_reported(tmp_path, capsys):
     assert f"skipped 1 run record(s) of an older format in {tmp_path / 'runs'}" in out
 
 
+def test_a_family_of_one_comparison_is_named_in_the_singular(tmp_path):
+    for seed in SEEDS:
+        fake_run(tmp_path / "runs", ["failed"] * 60 + ["successful"] * 40, model="bert", seed=seed)
+        fake_run(tmp_path / "runs", ["failed"] * 80 + ["successful"] * 20, model="freelb", seed=seed)
+    _, _, md = write_leaderboard(tmp_path, baseline="bert")
+    assert "(exploratory: 1 comparison);" in md.read_text() and "1 comparisons" not in md.read_text()
+
+
 def test_leaderboard_with_a_baseline(tmp_path, capsys):
     runs = tmp_path / "runs"
     for seed in SEEDS:

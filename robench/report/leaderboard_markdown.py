@@ -106,7 +106,8 @@ def _baseline_note(table: pd.DataFrame, family_columns: list[str]) -> str:
     pairs = pd.concat([table[[n, c]].set_axis(["name", "size"], axis=1) for n, c in zip(names, family_columns)
                        if c in table.columns and n in table.columns] or [pd.DataFrame(columns=["name", "size"])])
     sizes = pairs.dropna().drop_duplicates("name").sort_values("name", key=lambda n: n != "exploratory")
-    families = "; ".join(f"{name}: {int(size)} comparisons" for name, size in zip(sizes["name"], sizes["size"]))
+    families = "; ".join(f"{name}: {int(size)} comparison{'s' * (int(size) != 1)}"
+                         for name, size in zip(sizes["name"], sizes["size"]))
     return (f"p: the paired test (crossed seeds x examples, the seed part of the variance random on its S - 1 df); "
             f"Holm: adjusted over the comparison's family, named in brackets with its size ({families or 'none'}); "
             f"more or less robust: Holm p < {ALPHA:g} with at least {MIN_SEEDS} matched seeds; inconclusive: not, "
