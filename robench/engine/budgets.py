@@ -28,8 +28,9 @@ A setting fixes the five knobs that decide what an attack may do, so that number
   unavailable counter-fitted PARAGRAM vectors); their LanguageTool grammar check is not available offline.
 * `natural`: Morris et al.'s thresholds plus filters for swaps a reader accepts (issue 43, docs/guide/natural.md): no
   swap inside a fixed phrase, name or title, the original's inflection and a/an agreement, the sense filter and
-  a grammar check (Harper in place of Morris et al.'s LanguageTool). Not the default: whether it becomes the
-  default is decided after the blind reading.
+  a grammar check (Harper in place of Morris et al.'s LanguageTool), and the language model's fluency constraint
+  (issue 57). Not the default: blind readings of its best setting found it short of the targets (valid >= 80% at
+  >= 10% success) and the positive control unseen (docs/studies/natural.md).
 * `paper`: each recipe's own paper values (robench's behaviour before the settings existed).
 
 An explicit attack parameter always wins over the setting's value (`--attack-param k=20`).
