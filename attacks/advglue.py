@@ -6,8 +6,9 @@ AdvGLUE's examples are fixed, human-validated adversarial texts made against
 BERT-family models, so this "attack" is a static evaluation: accuracy on the
 AdvGLUE dev split of the task (`robust_accuracy`, accuracy under attack), the
 accuracy on the task's whole dev split (`dev_accuracy`, as in every record),
-and the drop between the two (`accuracy_drop`). There is no `clean_accuracy`
-(the attacked examples' accuracy before the attack): AdvGLUE examples come
+and the difference between the two (`dev_minus_robust`: two sets of examples,
+so not an accuracy drop). There is no `clean_accuracy` (the attacked examples'
+accuracy before the attack), and so no `accuracy_drop`: AdvGLUE examples come
 without their originals.
 
 Deviations: the official leaderboard scores the hidden AdvGLUE test set; the
@@ -65,7 +66,7 @@ def _summarize(results: list[ExampleResult], ctx: AttackContext, params: AdvGlue
     adv_accuracy = base.failed / base.examples
     return {
         "examples": base.examples, "clean_accuracy": None, "robust_accuracy": adv_accuracy,
-        "accuracy_drop": ctx.dev_accuracy - adv_accuracy, "attack_success_rate": None,
+        "accuracy_drop": None, "dev_minus_robust": ctx.dev_accuracy - adv_accuracy, "attack_success_rate": None,
         "skipped": None, "failed": base.failed, "successful": base.successful, "errors": base.errors,
         "avg_perturbed_word_pct": None, "avg_words_per_input": base.avg_words_per_input, "avg_queries": None,
     }

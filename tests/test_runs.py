@@ -23,8 +23,9 @@ def test_run_writes_record_and_csv(settings, tiny_backbone):
     assert saved["resources"]["backbone"]["location"] == str(tiny_backbone)
     assert saved["versions"]["torch"] and saved["versions"]["transformers"]
     m = saved["metrics"]
-    assert m["examples"] == 24 and m["accuracy_drop"] == pytest.approx(m["dev_accuracy"] - m["robust_accuracy"])
-    assert m["clean_accuracy"] is None  # AdvGLUE's examples come without originals; dev_accuracy is the dev split
+    assert m["examples"] == 24 and m["dev_minus_robust"] == pytest.approx(m["dev_accuracy"] - m["robust_accuracy"])
+    # AdvGLUE's examples come without originals (dev_accuracy is the dev split's): no clean accuracy, so no drop
+    assert m["clean_accuracy"] is None and m["accuracy_drop"] is None
     assert saved["format"] == RECORD_FORMAT and saved["resources"]["data"]["eval_examples"] == 24
     assert saved["resources"]["data"]["eval_indices_hash"] == content_hash(list(range(24)))
     rows = list(csv.DictReader(open(settings.runs_dir / f"{record.run_id}.csv")))

@@ -52,3 +52,24 @@ def test_titles_name_a_checkpoint_as_its_record_does(settings):
     assert str(summary_table(record).title) == "checkpoint:mymodel@b8ab3e18 × advglue on sst2: 8 examples"
     assert run_title({**spec, "checkpoint": None, "model": "bert"}) == \
         "bert × advglue on sst2 (backbone bert, seed 0)"
+
+
+def test_the_run_summary_never_calls_a_difference_across_example_sets_an_accuracy_drop():
+    """AdvGLUE's replay has no clean accuracy: its dev accuracy minus accuracy under attack compares two sets of
+    examples, so the summary names it so, also for a record written when it was stored as `accuracy_drop`."""
+    from rich.console import Console
+
+    from robench.cli.runs import summary_table
+
+    spec = {"task": "sst2", "model": "bert", "attack": "advglue", "seed": 0, "backbone": "minilm"}
+    for metrics in ({"dev_accuracy": 0.84, "clean_accuracy": None, "robust_accuracy": 0.31, "accuracy_drop": None,
+                     "dev_minus_robust": 0.53},
+                    {"dev_accuracy": 0.84, "clean_accuracy": None, "robust_accuracy": 0.31, "accuracy_drop": 0.53}):
+        console = Console(width=200, record=True)
+        console.print(summary_table(RunRecord("r", spec, {}, {}, {"examples": 148, **metrics}, {}, "")))
+        out = console.export_text()
+        assert "Accuracy drop" not in out and "Dev accuracy - accuracy under attack (other examples) │ 53.00%" in out
+    console = Console(width=200, record=True)
+    console.print(summary_table(RunRecord("r", {**spec, "attack": "textfooler"}, {}, {},
+                                          {"examples": 100, "clean_accuracy": 0.8, "robust_accuracy": 0.3}, {}, "")))
+    assert "Accuracy drop (clean - under attack, same examples) │ 50.00%" in console.export_text()

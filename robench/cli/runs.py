@@ -224,7 +224,9 @@ def print_plan(spec, settings, device: str, attack: bool, cost: bool = True, rem
 
 
 ROWS = [("Dev accuracy (whole eval split)", "dev_accuracy", "%"), ("Original (clean) accuracy", "clean_accuracy", "%"),
-        ("Accuracy under attack", "robust_accuracy", "%"), ("Accuracy drop", "accuracy_drop", "%"),
+        ("Accuracy under attack", "robust_accuracy", "%"),
+        ("Accuracy drop (clean - under attack, same examples)", "accuracy_drop", "%"),
+        ("Dev accuracy - accuracy under attack (other examples)", "dev_minus_robust", "%"),
         ("Attack success rate", "attack_success_rate", "%"), ("Skipped attacks", "skipped", "n"),
         ("Failed attacks", "failed", "n"), ("Successful attacks", "successful", "n"), ("Errors", "errors", "n"),
         ("Average perturbed word %", "avg_perturbed_word_pct", "f"),
@@ -236,8 +238,11 @@ def summary_table(record) -> Table:
     table = Table(title=plain(title))
     table.add_column("Metric")
     table.add_column("Value", justify="right")
+    from robench.report.leaderboard import derived_metrics
+
+    metrics = {**record.metrics, **derived_metrics(record.metrics)}  # the leaderboard's definitions, old records too
     for label, key, kind in ROWS:
-        value = record.metrics.get(key)
+        value = metrics.get(key)
         if value is None:
             continue
         text = f"{100 * value:.2f}%" if kind == "%" else str(value) if kind == "n" else f"{value:.2f}"
