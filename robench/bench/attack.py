@@ -37,7 +37,8 @@ bookkeeping, the victim's cache and counters, the engine loop, and what lies out
 metrics, the audit). For a TextAttack column only the victim forward is known; the rest is TextAttack's code.
 
 `--attack bert-attack` or `--attack gradient-swap` benches that robench recipe alone (TextAttack has no
-equivalent run through the same candidates) with the same fraction and profile. Each table's title names the
+equivalent run through the same candidates) with the same fraction and profile, and without the rows relative to
+robench (difference, speed-ups, agreement), which would compare it with itself. Each table's title names the
 machine's load average when the bench ended (`os.getloadavg`): on a shared machine, read ratios, not times.
 """
 from __future__ import annotations
@@ -219,7 +220,8 @@ def raw_rate_target(side: Side) -> str:
 
 
 def compare(sides: list[Side]) -> list[list[str]]:
-    """One row per metric, one column per side; ratios and agreement are relative to the first (robench)."""
+    """One row per metric, one column per side; ratios and agreement are relative to the first (robench), and
+    left out when robench runs alone (`RELATIVE`: a side compared with itself says nothing)."""
     ours = sides[0]
     pct = lambda v: "-" if v is None else f"{100 * v:.2f}%"  # noqa: E731
     num = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
@@ -255,7 +257,10 @@ def compare(sides: list[Side]) -> list[list[str]]:
             pct(s.batch_efficiency) for s in sides],
         ["load average after the run (1/5/15 min)"] + ["/".join(f"{x:.2f}" for x in s.load) for s in sides],
     ]
-    return rows
+    return rows if len(sides) > 1 else [r for r in rows if not r[0].strip().startswith(RELATIVE)]
+
+
+RELATIVE = ("difference to robench", "robench speed-up", "same outcome as robench", "same adversarial text as")
 
 
 def profile_rows(sides: list[Side]) -> list[list[str]]:
