@@ -221,7 +221,7 @@ def raw_rate_target(side: Side) -> str:
 
 def compare(sides: list[Side]) -> list[list[str]]:
     """One row per metric, one column per side; ratios and agreement are relative to the first (robench), and
-    left out when robench runs alone (`RELATIVE`: a side compared with itself says nothing)."""
+    left out when robench runs alone (a side compared with itself says nothing)."""
     ours = sides[0]
     pct = lambda v: "-" if v is None else f"{100 * v:.2f}%"  # noqa: E731
     num = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
@@ -231,22 +231,24 @@ def compare(sides: list[Side]) -> list[list[str]]:
         return f"{sum(ours.rows[i][column] == side.rows[i][column] for i in common)}/{len(common)}"
 
     metrics = [s.record.metrics for s in sides]
+    alone = len(sides) == 1  # robench's recipe alone: no row compares it with itself
     rows = [
         ["examples (errors)"] + [f"{m['examples']} ({m['errors']})" for m in metrics],
         ["clean accuracy"] + [pct(m["clean_accuracy"]) for m in metrics],
         ["accuracy under attack"] + [pct(m["robust_accuracy"]) for m in metrics],
-        ["  difference to robench (points; target: within 2)"] + [
-            f"{100 * (m['robust_accuracy'] - metrics[0]['robust_accuracy']):+.2f}" for m in metrics],
+        *([] if alone else [["  difference to robench (points; target: within 2)"] + [
+            f"{100 * (m['robust_accuracy'] - metrics[0]['robust_accuracy']):+.2f}" for m in metrics]]),
         ["attack success rate"] + [pct(m["attack_success_rate"]) for m in metrics],
         ["avg perturbed words %"] + [num(m["avg_perturbed_word_pct"]) for m in metrics],
         ["avg queries (as each attack counts)"] + [num(m["avg_queries"]) for m in metrics],
         ["attack wall time (s)"] + [f"{s.seconds:.1f}" for s in sides],
         ["seconds per example"] + [f"{s.seconds / max(m['examples'], 1):.3f}" for s, m in zip(sides, metrics)],
-        ["  robench speed-up, wall (target: 5x)"] + [f"{s.seconds / ours.seconds:.2f}x" for s in sides],
+        *([] if alone else [["  robench speed-up, wall (target: 5x)"] + [f"{s.seconds / ours.seconds:.2f}x"
+                                                                           for s in sides]]),
         ["CPU time of the attack stage (s)"] + [f"{s.cpu_seconds:.1f}" for s in sides],
-        ["  robench speed-up, CPU"] + [f"{s.cpu_seconds / ours.cpu_seconds:.2f}x" for s in sides],
-        ["same outcome as robench"] + [agree(s, "status") for s in sides],
-        ["same adversarial text as robench"] + [agree(s, "perturbed_text") for s in sides],
+        *([] if alone else [["  robench speed-up, CPU"] + [f"{s.cpu_seconds / ours.cpu_seconds:.2f}x" for s in sides],
+                            ["same outcome as robench"] + [agree(s, "status") for s in sides],
+                            ["same adversarial text as robench"] + [agree(s, "perturbed_text") for s in sides]]),
         ["victim forwards (inputs run through the model)"] + [str(s.forwards) for s in sides],
         ["attack forwards per second"] + [f"{s.forwards / s.seconds:.1f}" if s.seconds else "-" for s in sides],
         ["raw forward rate, same inputs, at the attack's load (per second)"] + [
@@ -257,10 +259,7 @@ def compare(sides: list[Side]) -> list[list[str]]:
             pct(s.batch_efficiency) for s in sides],
         ["load average after the run (1/5/15 min)"] + ["/".join(f"{x:.2f}" for x in s.load) for s in sides],
     ]
-    return rows if len(sides) > 1 else [r for r in rows if not r[0].strip().startswith(RELATIVE)]
-
-
-RELATIVE = ("difference to robench", "robench speed-up", "same outcome as robench", "same adversarial text as")
+    return rows
 
 
 def profile_rows(sides: list[Side]) -> list[list[str]]:

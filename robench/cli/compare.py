@@ -86,6 +86,7 @@ def _compare(args, runs_dir, data_dir) -> None:
 def family_note(found) -> str:
     """What each family of `found` is, with its size."""
     from robench.report.compare import CLAIMS, YOURS
+    from robench.report.stats import comparisons
 
     what = {CLAIMS: "the published protocol's pre-specified claims, Holm over all of them (their verdicts as "
                     "published in results/reference/claims.md)",
@@ -94,7 +95,7 @@ def family_note(found) -> str:
     sizes = dict.fromkeys(sorted({c.family_name for c in found}, key=lambda n: (n != "exploratory", n)))
     for c in found:
         sizes[c.family_name] = c.family
-    lines = [f"family {name}: {size} comparison{'s' * (size != 1)}, "
+    lines = [f"family {name}: {comparisons(size)}, "
              f"{what.get(name, 'Holm-adjusted together' if size != 1 else 'no adjustment (p = Holm p)')}"
              for name, size in sizes.items()]
     return "\n".join(lines + ["one without a p-value counts with p = 1; p-values are deterministic quadratures, so "

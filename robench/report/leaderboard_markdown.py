@@ -14,7 +14,7 @@ from robench.report.leaderboard_columns import (
     ROW,
     UNTRAINED_NOTE,
 )
-from robench.report.stats import ALPHA, INCONCLUSIVE, MIN_SEEDS, NO_VERDICT
+from robench.report.stats import ALPHA, INCONCLUSIVE, MIN_SEEDS, NO_VERDICT, comparisons
 
 
 def checkpoint_markdown(table: pd.DataFrame) -> str:
@@ -106,8 +106,7 @@ def _baseline_note(table: pd.DataFrame, family_columns: list[str]) -> str:
     pairs = pd.concat([table[[n, c]].set_axis(["name", "size"], axis=1) for n, c in zip(names, family_columns)
                        if c in table.columns and n in table.columns] or [pd.DataFrame(columns=["name", "size"])])
     sizes = pairs.dropna().drop_duplicates("name").sort_values("name", key=lambda n: n != "exploratory")
-    families = "; ".join(f"{name}: {int(size)} comparison{'s' * (int(size) != 1)}"
-                         for name, size in zip(sizes["name"], sizes["size"]))
+    families = "; ".join(f"{name}: {comparisons(int(size))}" for name, size in zip(sizes["name"], sizes["size"]))
     return (f"p: the paired test (crossed seeds x examples, the seed part of the variance random on its S - 1 df); "
             f"Holm: adjusted over the comparison's family, named in brackets with its size ({families or 'none'}); "
             f"more or less robust: Holm p < {ALPHA:g} with at least {MIN_SEEDS} matched seeds; inconclusive: not, "

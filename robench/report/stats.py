@@ -415,3 +415,8 @@ def exact_sign_pvalue(more: int, fewer: int) -> float:
     integers, divided once."""
     n = more + fewer
     return sum(math.comb(n, k) for k in range(more, n + 1)) / 2 ** n
+
+
+def comparisons(n: int) -> str:
+    """A family's size in words: "1 comparison", "22 comparisons"."""
+    return f"{n} comparison{'s' * (n != 1)}"
